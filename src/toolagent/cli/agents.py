@@ -1,0 +1,201 @@
+"""`toolagent agents ...` and `toolagent seed`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from rich.table import Table
+
+from ..agents import DEFAULT_ORG, LoadedAgent, definition_json_schema, load_path, load_record
+from ..errors import DefinitionInvalid, UsageError
+from ..seeding import default_seed_files, seed_files
+from ..store import Store, open_store
+from ._app import EXIT_FAILED, EXIT_USAGE, app, emit_json, err, fail, out, run, state
+
+agents_app = typer.Typer(help="Validate, list, show, store and export agent definitions.", no_args_is_help=True)
+app.add_typer(agents_app, name="agents")
+
+
+def _split_ref(ref: str) -> tuple[str, str] | None:
+    """`org/slug` when `ref` is not an existing file path."""
+    if Path(ref).exists() or ref.endswith((".yaml", ".yml", ".json")):
+        return None
+    org, sep, slug = ref.partition("/")
+    if not sep or not org or not slug or "/" in slug:
+        raise UsageError(f"'{ref}' is neither a file nor ORG/SLUG (e.g. demo/supabase-agent)")
+    return org, slug
+
+
+async def resolve_agent(ref: str, store: Store | None = None) -> LoadedAgent:
+    """Load an agent from a file path or `org/slug` in the store."""
+    parts = _split_ref(ref)
+    if parts is None:
+        loaded = load_path(ref)
+        if len(loaded) != 1:
+            raise UsageError(f"{ref} holds {len(loaded)} agents; pick one with ORG/SLUG after seeding it")
+        return loaded[0]
+    if store is not None:
+        return load_record(await store.agents.get_agent(*parts))
+    async with open_store(state.db) as s:
+        return load_record(await s.agents.get_agent(*parts))
+
+
+def _summary(agent: LoadedAgent) -> dict[str, Any]:
+    cfg = agent.definition.configuration
+    return {
+        "ref": agent.ref,
+        "display_name": agent.record.display_name,
+        "version": agent.record.version or agent.definition.metadata.version,
+        "status": agent.record.status,
+        "mode": cfg.toolExecutionMode.value,
+        "stopOnError": cfg.stopOnError,
+        "tools": list(cfg.tools),
+    }
+
+
+def normalized(agent: LoadedAgent) -> dict[str, Any]:
+    """The definition with every default filled in, as JSON data."""
+    return agent.definition.model_dump(mode="json", by_alias=True)
+
+
+@agents_app.command("list")
+def list_agents(org: str | None = typer.Option(None, "--org", help="Only this organization.")) -> None:
+    """List agents in the store (seed the demo with `toolagent seed`)."""
+
+    async def body() -> None:
+        async with open_store(state.db) as store:
+            records = await store.agents.list_agents(org)
+        rows = []
+        for rec in records:
+            try:
+                rows.append({**_summary(load_record(rec)), "valid": True})
+            except DefinitionInvalid as exc:
+                rows.append({"ref": rec.ref, "display_name": rec.display_name, "version": rec.version,
+                             "status": rec.status, "valid": False, "error": exc.message})
+        if state.json:
+            emit_json(rows)
+            return
+        if not rows:
+            err.print("no agents stored yet: run `toolagent seed` to add the demo agent")
+            return
+        table = Table("agent", "name", "version", "status", "mode", "tools")
+        for r in rows:
+            tools = "\n".join(r["tools"]) if r.get("valid") else f"[red]invalid: {r['error']}[/]"
+            table.add_row(r["ref"], r["display_name"], r["version"] or "", r["status"], r.get("mode", ""), tools)
+        out.print(table)
+
+    run(body)
+
+
+@agents_app.command("show")
+def show(ref: str = typer.Argument(..., help="ORG/SLUG of a stored agent, or a path to a YAML/JSON file.")) -> None:
+    """Show an agent's normalized definition (defaults filled in)."""
+
+    async def body() -> None:
+        agent = await resolve_agent(ref)
+        data = {"ref": agent.ref, "source": agent.source, "definition": normalized(agent)}
+        if state.json:
+            emit_json(data)
+            return
+        s = _summary(agent)
+        out.print(f"[bold]{s['ref']}[/] — {s['display_name']} (version {s['version']}, {s['status']})")
+        out.print(f"mode: {s['mode']}, stopOnError: {str(s['stopOnError']).lower()}")
+        out.print("tools:")
+        for tool in s["tools"]:
+            out.print(f"  - {tool}")
+        out.print(yaml.safe_dump(data["definition"], sort_keys=False, width=100), markup=False)
+
+    run(body)
+
+
+@agents_app.command("validate")
+def validate(paths: list[Path] = typer.Argument(..., help="Agent files (YAML definitions, seed JSON records).")) -> None:
+    """Validate agent files; report every error of every file. Exit 0 all valid, 1 any invalid."""
+    results = []
+    for path in paths:
+        try:
+            loaded = load_path(path)
+            results.append({"path": str(path), "valid": True, "agents": [a.ref for a in loaded], "errors": []})
+        except DefinitionInvalid as exc:
+            results.append({"path": str(path), "valid": False, "agents": [], "errors": [p.to_dict() for p in exc.problems]})
+    bad = [r for r in results if not r["valid"]]
+    if state.json:
+        emit_json(results)
+    else:
+        for r in results:
+            if r["valid"]:
+                out.print(f"[green]ok[/]      {r['path']} ({', '.join(r['agents'])})")
+            else:
+                for e in r["errors"]:
+                    where = f"{r['path']}: {e['path']}" if e["path"] else r["path"]
+                    err.print(f"[red]invalid[/] {where}: {e['message']}", markup=True)
+    raise typer.Exit(EXIT_FAILED if bad else 0)
+
+
+@agents_app.command("upsert")
+def upsert(
+    path: Path = typer.Argument(..., help="A YAML definition or seed JSON record(s)."),
+    org: str = typer.Option(DEFAULT_ORG, "--org", help="Organization for a bare YAML definition."),
+) -> None:
+    """Insert or update agents from a file, by (organization, slug)."""
+
+    async def body() -> None:
+        loaded = load_path(path, org=org)
+        async with open_store(state.db) as store:
+            report = [(await store.agents.upsert_agent(a.record))[0] for a in loaded]
+        _print_upserts([(a.ref, o) for a, o in zip(loaded, report, strict=True)])
+
+    run(body)
+
+
+def _print_upserts(items: list[tuple[str, str]]) -> None:
+    if state.json:
+        emit_json([{"agent": ref, "outcome": outcome} for ref, outcome in items])
+        return
+    for ref, outcome in items:
+        out.print(f"{outcome:9} {ref}")
+
+
+@agents_app.command("export")
+def export(ref: str = typer.Argument(..., help="ORG/SLUG of a stored agent.")) -> None:
+    """Print a stored agent's definition as YAML (a file `agents upsert` accepts)."""
+
+    async def body() -> None:
+        agent = await resolve_agent(ref)
+        if state.json:
+            emit_json(normalized(agent))
+        else:
+            print(yaml.safe_dump(normalized(agent), sort_keys=False, width=100), end="")
+
+    run(body)
+
+
+@agents_app.command("schema")
+def schema() -> None:
+    """Print the JSON Schema of an agent definition, for editors (yaml-language-server etc.)."""
+    print(json.dumps(definition_json_schema(), indent=2))
+
+
+@app.command("seed")
+def seed(
+    files: list[Path] = typer.Argument(None, help="Seed files (default: every seeds/*.json)."),
+) -> None:
+    """Upsert seed agent records by (organization, slug); running it twice changes nothing."""
+
+    async def body() -> None:
+        paths = files or default_seed_files()
+        if not paths:
+            fail("no seed files given and none found in ./seeds", EXIT_USAGE)
+        async with open_store(state.db) as store:
+            items = await seed_files(store, paths)
+        _print_upserts(items)
+
+    run(body)
+
+
+__all__ = ["agents_app", "normalized", "resolve_agent"]
+

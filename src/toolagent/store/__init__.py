@@ -1,0 +1,40 @@
+"""The store: agents, runs, steps and deliverables on SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from .agents import AgentStore, UpsertOutcome
+from .db import DATABASE_URL_ENV, Database, default_url, normalize_url
+
+
+class Store:
+    """One database and the verbs over it, grouped by concern."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.db = Database(url)
+        self.agents = AgentStore(self.db)
+
+    @property
+    def url(self) -> str:
+        """The normalized SQLAlchemy URL."""
+        return self.db.url
+
+    async def close(self) -> None:
+        """Release connections."""
+        await self.db.dispose()
+
+
+@contextlib.asynccontextmanager
+async def open_store(url: str | None = None) -> AsyncIterator[Store]:
+    """Open the store at `url` (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file), migrated."""
+    store = Store(url)
+    try:
+        await store.db.migrate()
+        yield store
+    finally:
+        await store.close()
+
+
+__all__ = ["DATABASE_URL_ENV", "AgentStore", "Database", "Store", "UpsertOutcome", "default_url", "normalize_url", "open_store"]

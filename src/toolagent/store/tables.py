@@ -1,0 +1,88 @@
+"""SQLAlchemy Core tables: today's schema. `migrations.py` creates and evolves them."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+
+JSON = sa.JSON().with_variant(JSONB(), "postgresql")
+TS = sa.DateTime(timezone=True)
+
+metadata = sa.MetaData()
+
+schema_migrations = sa.Table(
+    "schema_migrations", metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("applied_at", TS, nullable=False),
+)
+
+agents = sa.Table(
+    "agents", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("organization_slug", sa.String(200), nullable=False),
+    sa.Column("slug", sa.String(200), nullable=False),
+    sa.Column("display_name", sa.Text, nullable=False),
+    sa.Column("agent_type", sa.String(100), nullable=False),
+    sa.Column("mode_profile", sa.String(100), nullable=False),
+    sa.Column("status", sa.String(50), nullable=False),
+    sa.Column("yaml", sa.Text, nullable=False),
+    sa.Column("description", sa.Text),
+    sa.Column("context", JSON),
+    sa.Column("plan_structure", JSON),
+    sa.Column("deliverable_structure", JSON),
+    sa.Column("io_schema", JSON),
+    sa.Column("config", JSON),
+    sa.Column("version", sa.String(50)),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("updated_at", TS, nullable=False),
+    sa.UniqueConstraint("organization_slug", "slug", name="uq_agents_org_slug"),
+)
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("organization_slug", sa.String(200)),
+    sa.Column("agent_slug", sa.String(200), nullable=False),
+    sa.Column("agent_version", sa.String(50)),
+    sa.Column("user_id", sa.String(200)),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("execution_mode", sa.String(20), nullable=False),
+    sa.Column("stop_on_error", sa.Boolean, nullable=False),
+    sa.Column("payload", JSON),
+    sa.Column("overrides", JSON),
+    sa.Column("error", sa.Text),
+    sa.Column("started_at", TS, nullable=False),
+    sa.Column("ended_at", TS),
+    sa.Column("duration_ms", sa.Float),
+    sa.Column("deliverable_id", sa.String(64)),
+    sa.Index("ix_runs_agent", "organization_slug", "agent_slug", "started_at"),
+    sa.Index("ix_runs_started", "started_at"),
+)
+
+run_steps = sa.Table(
+    "run_steps", metadata,
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),
+    sa.Column("tool", sa.String(300), nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("params", JSON),
+    sa.Column("param_sources", JSON),
+    sa.Column("result", JSON),
+    sa.Column("error", sa.Text),
+    sa.Column("started_at", TS),
+    sa.Column("ended_at", TS),
+    sa.Column("duration_ms", sa.Float),
+)
+
+deliverables = sa.Table(
+    "deliverables", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, unique=True),
+    sa.Column("format", sa.String(20), nullable=False),
+    sa.Column("type", sa.String(100), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("data", JSON, nullable=False),
+    sa.Column("metadata", JSON, nullable=False),
+    sa.Column("created_at", TS, nullable=False),
+)

@@ -1,0 +1,69 @@
+"""Shared fixtures: store URLs for SQLite and PostgreSQL, the repo root, the npm peers."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NODE_BIN = REPO_ROOT / "tests" / "node" / "node_modules" / ".bin"
+
+
+def _pg_base_url() -> str | None:
+    return os.environ.get("TOOLAGENT_TEST_PG_URL") or None
+
+
+@pytest.fixture(scope="session")
+def pg_base_url() -> str:
+    """The URL of the test PostgreSQL server (scripts/test starts one); skips when absent."""
+    url = _pg_base_url()
+    if not url:
+        pytest.skip("TOOLAGENT_TEST_PG_URL is not set (scripts/test starts a throwaway cluster)")
+    return url
+
+
+def _swap_database(url: str, name: str) -> str:
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{name}"
+
+
+@pytest.fixture()
+def pg_url(pg_base_url: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    plain = pg_base_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _swap_database(pg_base_url, name)
+    finally:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL on each database the suite runs against."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(scope="session")
+def node_bin() -> Path:
+    """Folder of the npm-installed MCP servers (scripts/bootstrap --with-node installs them)."""
+    if not (NODE_BIN / "mcp-server-everything").exists():
+        pytest.skip("npm MCP servers not installed: run scripts/bootstrap --with-node")
+    return NODE_BIN
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio (the MCP SDK and the drivers use it)."""
+    return "asyncio"
