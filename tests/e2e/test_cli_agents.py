@@ -67,7 +67,7 @@ def test_show_unknown_agent_is_one_line_exit_one(db: str) -> None:
 
 def test_bad_reference_is_usage_error(db: str) -> None:
     code, _, stderr = invoke("--db", db, "agents", "show", "not-a-ref")
-    assert code == 2 and "neither a file nor ORG/SLUG" in stderr
+    assert code == 2 and "neither an agent file nor ORG/SLUG" in stderr
 
 
 def test_invalid_file_on_upsert_is_configuration_error(tmp_path: Path, db: str) -> None:

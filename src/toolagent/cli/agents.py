@@ -11,37 +11,22 @@ import yaml
 from rich.table import Table
 
 from ..agents import DEFAULT_ORG, LoadedAgent, definition_json_schema, load_path, load_record
-from ..errors import DefinitionInvalid, UsageError
+from ..runs import load_agent
+from ..errors import DefinitionInvalid
 from ..seeding import default_seed_files, seed_files
-from ..store import Store, open_store
+from ..store import open_store
 from ._app import EXIT_FAILED, EXIT_USAGE, app, emit_json, err, fail, out, run, state
 
 agents_app = typer.Typer(help="Validate, list, show, store and export agent definitions.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
 
 
-def _split_ref(ref: str) -> tuple[str, str] | None:
-    """`org/slug` when `ref` is not an existing file path."""
-    if Path(ref).exists() or ref.endswith((".yaml", ".yml", ".json")):
-        return None
-    org, sep, slug = ref.partition("/")
-    if not sep or not org or not slug or "/" in slug:
-        raise UsageError(f"'{ref}' is neither a file nor ORG/SLUG (e.g. demo/supabase-agent)")
-    return org, slug
-
-
-async def resolve_agent(ref: str, store: Store | None = None) -> LoadedAgent:
+async def resolve_agent(ref: str) -> LoadedAgent:
     """Load an agent from a file path or `org/slug` in the store."""
-    parts = _split_ref(ref)
-    if parts is None:
-        loaded = load_path(ref)
-        if len(loaded) != 1:
-            raise UsageError(f"{ref} holds {len(loaded)} agents; pick one with ORG/SLUG after seeding it")
-        return loaded[0]
-    if store is not None:
-        return load_record(await store.agents.get_agent(*parts))
-    async with open_store(state.db) as s:
-        return load_record(await s.agents.get_agent(*parts))
+    if Path(ref).is_file():
+        return await load_agent(ref, None)  # type: ignore[arg-type]
+    async with open_store(state.db) as store:
+        return await load_agent(ref, store)
 
 
 def _summary(agent: LoadedAgent) -> dict[str, Any]:

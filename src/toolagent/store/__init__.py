@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from .agents import AgentStore, UpsertOutcome
+from .runs import DeliverableRow, RunRow, RunStore, StepRow
 from .db import DATABASE_URL_ENV, Database, default_url, normalize_url
 
 
@@ -15,6 +16,7 @@ class Store:
     def __init__(self, url: str | None = None) -> None:
         self.db = Database(url)
         self.agents = AgentStore(self.db)
+        self.runs = RunStore(self.db)
 
     @property
     def url(self) -> str:
@@ -37,4 +39,6 @@ async def open_store(url: str | None = None) -> AsyncIterator[Store]:
         await store.close()
 
 
-__all__ = ["DATABASE_URL_ENV", "AgentStore", "Database", "Store", "UpsertOutcome", "default_url", "normalize_url", "open_store"]
+__all__ = [
+    "DATABASE_URL_ENV", "AgentStore", "Database", "DeliverableRow", "RunRow", "RunStore", "StepRow", "Store", "UpsertOutcome",
+    "default_url", "normalize_url", "open_store"]

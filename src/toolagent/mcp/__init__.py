@@ -1,0 +1,1 @@
+"""MCP client layer: server config, transports and the shared session pool."""

@@ -1,0 +1,205 @@
+"""MCP server configuration in the `mcpServers` format MCP hosts already use.
+
+```json
+{"mcpServers": {
+   "supabase": {"command": "python", "args": ["-m", "toolagent.servers.supabase"], "env": {}, "cwd": null,
+                "timeout_s": 30, "risk": "safe", "category": "database", "sql_tools": ["execute-sql"]},
+   "remote":   {"url": "http://127.0.0.1:8765/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
+}}
+```
+
+`${VAR}` anywhere in a string is replaced from the environment (a missing variable is an error
+naming it; `${VAR:-default}` gives a default). A tool's namespace is its server's name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..errors import EnvVarMissing, ServerConfigError
+
+#: Environment variable naming the config file.
+CONFIG_ENV = "TOOLAGENT_MCP_CONFIG"
+#: File read when neither `--servers` nor the variable is given.
+DEFAULT_CONFIG_FILE = "mcp.json"
+#: Risk levels an operator may assign.
+Risk = Literal["safe", "moderate", "dangerous"]
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: Any, *, where: str, environ: dict[str, str] | None = None) -> Any:
+    """Replace `${VAR}` in every string of `value`.
+
+    Raises:
+        EnvVarMissing: a referenced variable is unset and has no default.
+    """
+    env = os.environ if environ is None else environ
+    if isinstance(value, str):
+        def sub(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise EnvVarMissing(name, source=where)
+        return _VAR.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: expand_env(v, where=f"{where}.{k}", environ=environ) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, where=f"{where}[{i}]", environ=environ) for i, v in enumerate(value)]
+    return value
+
+
+class _ServerBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout_s: float | None = Field(default=None, gt=0, description="Default call timeout for this server's tools.")
+    tool_timeouts_s: dict[str, float] = Field(default_factory=dict, description="Per-tool timeouts, by tool name.")
+    disabled: bool = Field(default=False, description="Skip this server entirely.")
+    risk: Risk | dict[str, Risk] | None = Field(
+        default=None, description="Risk of every tool (a string) or per tool name (a map)."
+    )
+    category: str | dict[str, str] | None = Field(
+        default=None, description="Category of every tool (a string) or per tool name (a map)."
+    )
+    trusted: bool = Field(default=False, description="Trust this server's annotations when deciding risk.")
+    sql_tools: list[str] = Field(
+        default_factory=list, description="Tools whose `sql` argument the runner checks with the agent's SQL guard."
+    )
+
+    def risk_for(self, tool: str) -> str | None:
+        """Operator-set risk of one tool."""
+        return self.risk.get(tool) if isinstance(self.risk, dict) else self.risk
+
+    def category_for(self, tool: str) -> str | None:
+        """Operator-set category of one tool."""
+        return self.category.get(tool) if isinstance(self.category, dict) else self.category
+
+    def timeout_for(self, tool: str) -> float | None:
+        """Per-tool timeout, else the server's."""
+        return self.tool_timeouts_s.get(tool, self.timeout_s)
+
+
+class StdioServer(_ServerBase):
+    """A server started as a subprocess speaking MCP over stdin/stdout."""
+
+    transport: Literal["stdio"] = "stdio"
+    command: str = Field(min_length=1, description="Program to start; `python` means this interpreter.")
+    args: list[str] = Field(default_factory=list, description="Its arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    cwd: str | None = Field(default=None, description="Working directory.")
+
+    @field_validator("command")
+    @classmethod
+    def _python_is_this_interpreter(cls, command: str) -> str:
+        # Servers written in Python must run in the interpreter toolagent runs in, where the
+        # package and its dependencies are installed, whatever `python` on PATH is.
+        return sys.executable if command in ("python", "python3") else command
+
+
+class HttpServer(_ServerBase):
+    """A server reached over streamable HTTP."""
+
+    transport: Literal["http"] = "http"
+    url: str = Field(pattern=r"^https?://", description="Endpoint URL, e.g. http://127.0.0.1:8765/mcp.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. Authorization).")
+
+
+ServerParams = StdioServer | HttpServer
+
+
+class ServersConfig(BaseModel):
+    """The whole file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mcpServers: dict[str, ServerParams] = Field(default_factory=dict, description="Servers by name (the namespace).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pick_transport(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("mcpServers"), dict):
+            servers = {}
+            for name, raw in data["mcpServers"].items():
+                if isinstance(raw, dict) and "transport" not in raw:
+                    if "url" in raw:
+                        raw = {**raw, "transport": "http"}
+                    elif "command" in raw:
+                        raw = {**raw, "transport": "stdio"}
+                    else:
+                        raise ValueError(f"server '{name}' needs either `command` (stdio) or `url` (streamable HTTP)")
+                servers[name] = raw
+            data = {**data, "mcpServers": servers}
+        return data
+
+    @field_validator("mcpServers")
+    @classmethod
+    def _names_are_namespaces(cls, servers: dict[str, ServerParams]) -> dict[str, ServerParams]:
+        for name in servers:
+            if not name or "/" in name or name.strip() != name:
+                raise ValueError(f"server name {name!r} cannot be a namespace: no '/', no surrounding spaces")
+        return servers
+
+    @property
+    def enabled(self) -> dict[str, ServerParams]:
+        """Servers not marked disabled."""
+        return {k: v for k, v in self.mcpServers.items() if not v.disabled}
+
+    @classmethod
+    def from_data(cls, data: Any, *, source: str = "<config>", environ: dict[str, str] | None = None) -> ServersConfig:
+        """Validate parsed JSON, expanding `${VAR}` first.
+
+        Raises:
+            ServerConfigError: with the field path and what to change.
+            EnvVarMissing: a referenced variable is not set.
+        """
+        data = expand_env(data, where=source, environ=environ)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            path = ".".join(str(p) for p in first["loc"] if p not in ("StdioServer", "HttpServer", "stdio", "http"))
+            raise ServerConfigError(first["msg"], source=source, path=path or None) from exc
+
+    @classmethod
+    def load(cls, path: str | None = None) -> ServersConfig:
+        """Read `path`, else `TOOLAGENT_MCP_CONFIG`, else `./mcp.json`, else the checkout's `mcp.json`.
+
+        Raises:
+            ServerConfigError: unreadable or invalid file.
+        """
+        chosen = path or os.environ.get(CONFIG_ENV)
+        if chosen is None:
+            candidates = [Path(DEFAULT_CONFIG_FILE), Path(__file__).resolve().parents[3] / DEFAULT_CONFIG_FILE]
+            found = next((c for c in candidates if c.is_file()), None)
+            if found is None:
+                raise ServerConfigError(
+                    f"no MCP server config: create {DEFAULT_CONFIG_FILE} or pass --servers FILE (or set {CONFIG_ENV})"
+                )
+            chosen = str(found)
+        try:
+            text = Path(chosen).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ServerConfigError(f"cannot read MCP server config: {exc.strerror or exc}", source=chosen) from exc
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ServerConfigError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=chosen) from exc
+        config = cls.from_data(data, source=chosen)
+        base = Path(chosen).resolve().parent
+        return config.model_copy(update={"mcpServers": {k: _resolve_cwd(v, base) for k, v in config.mcpServers.items()}})
+
+
+def _resolve_cwd(server: ServerParams, base: Path) -> ServerParams:
+    # A relative cwd is relative to the config file, not to wherever toolagent was started.
+    if isinstance(server, StdioServer) and server.cwd and not Path(server.cwd).is_absolute():
+        return server.model_copy(update={"cwd": str(base / server.cwd)})
+    return server

@@ -1,0 +1,357 @@
+"""One live MCP session per configured server per process, opened lazily and shared.
+
+Each connection is owned by a task in the pool's task group, because the SDK's transports are
+context managers that must be entered and exited by the same task; callers from any task use
+the shared `ClientSession`, which multiplexes requests by id. A connection that breaks is
+dropped and reopened on its next use, and one server's failure never touches the others.
+Leaving the pool closes every connection (for stdio: stdin closed, then the process tree is
+terminated by the SDK), so no server process outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import IO, Any, Self
+
+import anyio
+import anyio.abc
+import jsonschema
+import mcp_types
+from mcp import ClientSession, MCPError
+from mcp.types import CallToolResult, PaginatedRequestParams, Tool, ToolListChangedNotification
+
+from ..errors import ArgumentsInvalid, ServerUnavailable, ToolFailed, ToolTimedOut, UnknownTool, UpstreamError
+from ..tools.spec import ToolResult, ToolSpec, qualified, split_name
+from .config import ServerParams, ServersConfig
+from .connect import connect
+
+log = logging.getLogger(__name__)
+
+#: How long opening a connection (process start + initialize) may take.
+DEFAULT_CONNECT_TIMEOUT_S = 60.0
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclass(eq=False)
+class _Server:
+    name: str
+    params: ServerParams
+    errlog: IO[str]
+    session: ClientSession | None = None
+    tools: dict[str, Tool] | None = None
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    closed: anyio.Event = field(default_factory=anyio.Event)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    generation: int = 0
+
+    def stderr_tail(self, limit: int = 800) -> str:
+        """The last lines the server printed to stderr (why it failed to start, usually)."""
+        try:
+            self.errlog.flush()
+            self.errlog.seek(0)
+            text = self.errlog.read()
+            self.errlog.seek(0, 2)
+        except (OSError, ValueError):
+            return ""
+        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+        return "\n".join(lines[-5:])[-limit:]
+
+
+def _tool_result(result: CallToolResult) -> ToolResult:
+    blocks = [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content]
+    text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    return ToolResult(is_error=bool(result.is_error), structured=result.structured_content, content=blocks, text=text)
+
+
+def _annotations(tool: Tool) -> dict[str, Any]:
+    if tool.annotations is None:
+        return {}
+    return tool.annotations.model_dump(exclude_none=True)
+
+
+class ServerPool:
+    """Lazily opened, shared sessions to every enabled server of a `ServersConfig`.
+
+    Use as an async context manager; `call`, `tool_spec` and `list_tools` may be used from any
+    task inside it.
+    """
+
+    def __init__(self, config: ServersConfig, *, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+        self.config = config
+        self.connect_timeout_s = connect_timeout_s
+        self._servers: dict[str, _Server] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stack = contextlib.AsyncExitStack()
+        self.connects = 0  #: sessions opened so far (a test reads it to prove reuse)
+
+    async def __aenter__(self) -> Self:
+        tg = anyio.create_task_group()
+        await self._stack.enter_async_context(tg)
+        self._tg = tg
+        for name, params in self.config.enabled.items():
+            errlog = self._stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
+            self._servers[name] = _Server(name, params, errlog)
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        for server in self._servers.values():
+            server.stop.set()
+        try:
+            await self._stack.__aexit__(et, e, tb)
+        finally:
+            self._tg = None
+
+    # -- connections ---------------------------------------------------------------------------
+
+    @property
+    def server_names(self) -> list[str]:
+        """Enabled servers, in config order."""
+        return list(self._servers)
+
+    def _server(self, namespace: str) -> _Server:
+        server = self._servers.get(namespace)
+        if server is None:
+            known = ", ".join(self._servers) or "none configured"
+            disabled = namespace in self.config.mcpServers
+            why = "it is disabled in the server config" if disabled else f"no server named '{namespace}' (configured: {known})"
+            raise ServerUnavailable(namespace, why)
+        return server
+
+    async def session(self, namespace: str) -> ClientSession:
+        """The live session of a server, opening it on first use or after it broke.
+
+        Raises:
+            ServerUnavailable: the server is unknown, disabled, or failed to start.
+        """
+        server = self._server(namespace)
+        current = server.session
+        if current is not None:
+            if not _transport_closed(current):
+                return current
+            await self._drop(server, current)
+        async with server.lock:
+            if server.session is None:
+                await self._open(server)
+            assert server.session is not None
+            return server.session
+
+    async def _open(self, server: _Server) -> None:
+        assert self._tg is not None, "use the pool as an async context manager"
+        server.stop = anyio.Event()
+        server.closed = anyio.Event()
+        server.tools = None
+        try:
+            with anyio.fail_after(self.connect_timeout_s):
+                await self._tg.start(self._own, server)
+        except TimeoutError as exc:
+            raise ServerUnavailable(server.name, f"no answer within {self.connect_timeout_s:g} s") from exc
+        except Exception as exc:  # noqa: BLE001 - any transport failure means "unavailable", with its cause
+            tail = server.stderr_tail()
+            cause = _describe(exc) + (f"; server stderr: {tail}" if tail else "")
+            raise ServerUnavailable(server.name, cause) from exc
+        self.connects += 1
+
+    async def _own(self, server: _Server, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        started = False
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, ToolListChangedNotification):
+                server.tools = None
+            elif isinstance(message, Exception):
+                log.debug("server %s transport error: %s", server.name, message)
+
+        try:
+            async with connect(server.params, errlog=server.errlog, message_handler=on_message) as session:
+                server.session = session
+                server.generation += 1
+                started = True
+                task_status.started()
+                await server.stop.wait()
+        except Exception as exc:  # noqa: BLE001
+            if not started:
+                raise
+            # After start-up a failure must not reach the pool's task group (it would cancel
+            # every other server's work); the connection is dropped and reopened on next use.
+            log.debug("server %s connection ended: %s", server.name, _describe(exc))
+        finally:
+            server.session = None
+            server.closed.set()
+
+    async def _drop(self, server: _Server, session: ClientSession) -> None:
+        """Forget a broken session so the next use reconnects."""
+        if server.session is session:
+            server.session = None
+            server.tools = None
+            server.stop.set()
+            with anyio.move_on_after(5, shield=True):
+                await server.closed.wait()
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    async def _listed(self, namespace: str) -> dict[str, Tool]:
+        server = self._server(namespace)
+        tools = server.tools
+        if tools is not None:
+            return tools
+        session = await self.session(namespace)
+        found: dict[str, Tool] = {}
+        cursor: str | None = None
+        try:
+            while True:
+                page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+                found.update((t.name, t) for t in page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            await self._drop(server, session)
+            raise ServerUnavailable(namespace, f"listing tools failed: {_describe(exc)}") from exc
+        server.tools = found
+        return found
+
+    def _spec(self, namespace: str, tool: Tool) -> ToolSpec:
+        params = self._servers[namespace].params
+        return ToolSpec(
+            name=qualified(namespace, tool.name),
+            server=namespace,
+            tool=tool.name,
+            description=tool.description or "",
+            input_schema=dict(tool.input_schema or {"type": "object"}),
+            output_schema=dict(tool.output_schema) if tool.output_schema else None,
+            annotations=_annotations(tool),
+            timeout_s=params.timeout_for(tool.name),
+            takes_sql=tool.name in params.sql_tools,
+            trusted=params.trusted,
+            risk=params.risk_for(tool.name),
+            category=params.category_for(tool.name),
+            title=tool.title,
+        )
+
+    async def list_tools(self, namespace: str, *, refresh: bool = False) -> list[ToolSpec]:
+        """The tools of one server.
+
+        Raises:
+            ServerUnavailable: the server is unknown or cannot be reached.
+        """
+        if refresh:
+            self._server(namespace).tools = None
+        return [self._spec(namespace, t) for t in (await self._listed(namespace)).values()]
+
+    async def all_tools(self) -> tuple[list[ToolSpec], dict[str, str]]:
+        """Tools of every enabled server, listed concurrently; unreachable servers are reported, not fatal."""
+        specs: dict[str, list[ToolSpec]] = {}
+        errors: dict[str, str] = {}
+
+        async def one(name: str) -> None:
+            try:
+                specs[name] = await self.list_tools(name)
+            except ServerUnavailable as exc:
+                errors[name] = exc.message
+
+        async with anyio.create_task_group() as tg:
+            for name in self._servers:
+                tg.start_soon(one, name)
+        ordered = [s for name in self._servers for s in specs.get(name, [])]
+        return ordered, errors
+
+    async def tool_spec(self, name: str) -> ToolSpec:
+        """Route `namespace/tool` exactly as written.
+
+        Raises:
+            ServerUnavailable: no such server, or it is down.
+            UnknownTool: the server has no such tool (the message lists its tools).
+        """
+        namespace, tool = split_name(name)
+        listed = await self._listed(namespace)
+        found = listed.get(tool)
+        if found is None:
+            available = ", ".join(sorted(qualified(namespace, t) for t in listed)) or "none"
+            raise UnknownTool(f"server '{namespace}' has no tool '{tool}'; its tools: {available}")
+        return self._spec(namespace, found)
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        *,
+        timeout_s: float | None = None,
+        progress: ProgressCallback | None = None,
+        validate: bool = True,
+    ) -> ToolResult:
+        """Call a tool and translate every SDK and transport failure into toolagent's errors.
+
+        A timeout makes the SDK send `notifications/cancelled` for the request, and so does
+        cancelling the calling task.
+
+        Raises:
+            ArgumentsInvalid: `arguments` break the tool's input schema (nothing was sent).
+            ToolTimedOut, UpstreamError, ServerUnavailable: the call could not complete.
+        """
+        if validate:
+            check_arguments(spec, arguments)
+        server = self._server(spec.server)
+        session = await self.session(spec.server)
+        try:
+            result = await session.call_tool(
+                spec.tool, arguments, read_timeout_seconds=timeout_s, progress_callback=progress
+            )
+        except MCPError as exc:
+            if exc.code == mcp_types.REQUEST_TIMEOUT:
+                raise ToolTimedOut(spec.name, timeout_s or 0) from exc
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                await self._drop(server, session)
+                raise UpstreamError(f"MCP server '{spec.server}' closed the connection during '{spec.name}'") from exc
+            raise UpstreamError(f"MCP error from '{spec.server}' calling '{spec.tool}': {exc.message} (code {exc.code})") from exc
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            await self._drop(server, session)
+            raise UpstreamError(f"MCP server '{spec.server}' connection lost during '{spec.name}'") from exc
+        except RuntimeError as exc:
+            # The SDK checks structuredContent against the tool's outputSchema and raises RuntimeError.
+            raise ToolFailed(spec.name, f"result rejected: {exc}") from exc
+        if not isinstance(result, CallToolResult):
+            raise UpstreamError(f"unexpected result type {type(result).__name__} from '{spec.name}'")
+        return _tool_result(result)
+
+
+def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> None:
+    """Validate arguments against the tool's input schema, naming each bad field.
+
+    Raises:
+        ArgumentsInvalid: with every violation, e.g. "`max_rows`: 'ten' is not of type 'integer'".
+    """
+    try:
+        validator_cls = jsonschema.validators.validator_for(spec.input_schema)
+        validator = validator_cls(spec.input_schema)
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    except jsonschema.exceptions.SchemaError as exc:
+        raise UpstreamError(f"tool '{spec.name}' declares an invalid input schema: {exc.message}") from exc
+    if errors:
+        parts = []
+        for e in errors[:10]:
+            where = ".".join(str(p) for p in e.absolute_path)
+            parts.append(f"`{where}`: {e.message}" if where else e.message)
+        raise ArgumentsInvalid(f"arguments for '{spec.name}' do not match its input schema: " + "; ".join(parts))
+
+
+def _transport_closed(session: ClientSession) -> bool:
+    # The SDK marks its dispatcher closed once the transport reached EOF (e.g. the server process
+    # exited while idle). Checking it lets the next call reconnect before sending anything,
+    # instead of failing a request that was never delivered. Private, hence the defensive getattr.
+    dispatcher = getattr(session, "_dispatcher", None)
+    return bool(getattr(dispatcher, "_closed", False))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, MCPError):
+        return f"{exc.message} (code {exc.code})"
+    return text

@@ -1,0 +1,75 @@
+"""BUILD runs: planning, execution over MCP, deliverables, and the embedding entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..agents.loaders import LoadedAgent
+from ..mcp.config import ServersConfig
+from ..mcp.pool import ServerPool
+from ..store import Store, open_store
+from .flow import FlowCap
+from .plan import BuildPlan, PlannedStep, merge_overrides, plan_build
+from .runner import BuildRunner, RunEvent, RunOutcome, StepState, new_run_id
+
+
+async def load_agent(ref: str, store: Store | None) -> LoadedAgent:
+    """An agent from a YAML/JSON file path or `org/slug` in the store (None: files only)."""
+    from pathlib import Path
+
+    from ..agents import load_path, load_record
+    from ..errors import UsageError
+
+    if Path(ref).is_file():
+        loaded = load_path(ref)
+        if len(loaded) != 1:
+            raise UsageError(f"{ref} holds {len(loaded)} agents; seed it and pass ORG/SLUG")
+        return loaded[0]
+    org, sep, slug = ref.partition("/")
+    if not sep or not org or not slug or "/" in slug:
+        raise UsageError(f"'{ref}' is neither an agent file nor ORG/SLUG (e.g. demo/supabase-agent)")
+    if store is None:
+        raise UsageError(f"'{ref}' is not a file; a store is needed to load ORG/SLUG")
+    return load_record(await store.agents.get_agent(org, slug))
+
+
+async def build(
+    agent: str | LoadedAgent,
+    payload: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    db: str | None = None,
+    servers: str | ServersConfig | None = None,
+    user: str | None = None,
+    deliverable_format: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> RunOutcome:
+    """Run one BUILD and return its persisted outcome; for embedding toolagent in Python.
+
+    Args:
+        agent: `org/slug` in the store, a definition file path, or a loaded agent.
+        payload: the request payload templates read as `payload.*`.
+        overrides: `tools`, `toolParams`, `toolExecutionMode`, `stopOnError`.
+        db: store URL (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file).
+        servers: path of an `mcpServers` file, a loaded config, or None for the default lookup.
+        user: recorded as the run's user.
+        deliverable_format: `json`, `markdown` or `text` instead of the agent's own.
+        metadata: extra request metadata templates read as `metadata.*`.
+
+    Raises:
+        ConfigError: invalid agent, overrides or server config (before anything runs).
+    """
+    config = servers if isinstance(servers, ServersConfig) else ServersConfig.load(servers)
+    async with open_store(db) as store:
+        loaded = agent if isinstance(agent, LoadedAgent) else await load_agent(agent, store)
+        plan = plan_build(loaded, overrides, deliverable_format=deliverable_format)
+        async with ServerPool(config) as pool:
+            runner = BuildRunner(pool, store)
+            return await runner.run(plan, payload, user=user, metadata=metadata)
+
+
+__all__ = [
+    "BuildPlan", "BuildRunner", "FlowCap", "PlannedStep", "RunEvent", "RunOutcome", "StepState",
+    "build", "load_agent", "merge_overrides", "new_run_id", "plan_build",
+]

@@ -1,0 +1,72 @@
+"""What flows between steps: result views, implicit chaining and size caps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..tools.spec import ToolResult, ToolSpec
+
+#: Longest list passed on to later steps (the stored result keeps everything).
+DEFAULT_FLOW_MAX_ITEMS = 1000
+#: Longest string passed on to later steps.
+DEFAULT_FLOW_MAX_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class FlowCap:
+    """Bounds on what flows on to later steps and to the terminal."""
+
+    max_items: int = DEFAULT_FLOW_MAX_ITEMS
+    max_chars: int = DEFAULT_FLOW_MAX_CHARS
+
+    def apply(self, value: Any) -> Any:
+        """A copy of `value` with lists and strings cut to the bounds."""
+        if isinstance(value, str):
+            return value if len(value) <= self.max_chars else value[: self.max_chars] + f"… [{len(value) - self.max_chars} more chars]"
+        if isinstance(value, Mapping):
+            return {k: self.apply(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.apply(v) for v in value[: self.max_items]]
+        return value
+
+
+def result_view(result: ToolResult | None, status: str, cap: FlowCap) -> dict[str, Any]:
+    """How later steps see a result: its structured fields plus `text`, `content` and `status`.
+
+    A structured field of the same name wins over the added ones, since it is the tool's own data.
+    """
+    view: dict[str, Any] = dict(result.structured or {}) if result is not None else {}
+    view.setdefault("text", result.text if result is not None else "")
+    view.setdefault("content", result.content if result is not None else [])
+    view.setdefault("status", status)
+    return cap.apply(view)
+
+
+def fill_required(
+    spec: ToolSpec,
+    params: dict[str, Any],
+    previous_tool: str | None,
+    previous_fields: Mapping[str, Any],
+    payload: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Implicit chaining: fill required arguments the params leave unset.
+
+    `previous_fields` are the previous step's structured fields (already capped). In order: the
+    previous step's structured result field of the same name, then the payload's
+    top-level field of the same name. Returns the arguments and, per argument, where it came from
+    (`params`, `previous:<tool>.<field>`, `payload.<field>`).
+    """
+    args = dict(params)
+    sources = {name: "params" for name in args}
+    for name in spec.required_args:
+        if name in args:
+            continue
+        if previous_tool is not None and name in previous_fields:
+            args[name] = previous_fields[name]
+            sources[name] = f"previous:{previous_tool}.{name}"
+        elif name in payload:
+            args[name] = payload[name]
+            sources[name] = f"payload.{name}"
+    return args, sources

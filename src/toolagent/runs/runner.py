@@ -1,0 +1,334 @@
+"""The BUILD runner: executes a `BuildPlan` over the server pool and persists everything.
+
+Sequential runs render each step's params just before it runs, over `payload`, `metadata`,
+`steps` and `previous`; parallel runs start every step at once under a concurrency cap. With
+`stopOnError`, the first failure ends the run: later sequential steps are recorded as skipped,
+running parallel siblings as cancelled. Whatever happens, including cancellation of the run
+itself, the run record, every step record and the deliverable are written (in a shield).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import anyio
+
+from ..errors import PolicyError, SqlRejected, ToolAgentError, ToolTimedOut
+from ..mcp.pool import ServerPool
+from ..store import Store
+from ..store.db import utcnow
+from ..tools.spec import ToolResult, ToolSpec
+from .deliverable import render_deliverable
+from .flow import FlowCap, fill_required, result_view
+from .plan import BuildPlan
+
+#: Step timeout when neither the server config nor the request sets one.
+DEFAULT_STEP_TIMEOUT_S = 30.0
+#: How many parallel steps run at once.
+DEFAULT_MAX_CONCURRENCY = 16
+
+SUCCESS, FAILED, SKIPPED, CANCELLED, DENIED, PENDING, RUNNING = (
+    "success", "failed", "skipped", "cancelled", "denied", "pending", "running",
+)
+
+
+class StepExecutor(Protocol):
+    """Performs one call; the engine plugs in here to gate, time, record and count it."""
+
+    async def __call__(self, spec: ToolSpec, arguments: dict[str, Any], *, run_id: str, timeout_s: float,
+                       agent_tools: list[str]) -> ToolResult: ...
+
+
+@dataclass
+class StepState:
+    """A step's live record."""
+
+    position: int
+    tool: str
+    status: str = PENDING
+    params: dict[str, Any] | None = None
+    param_sources: dict[str, str] | None = None
+    result: ToolResult | None = None
+    error: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    duration_ms: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored and reported form."""
+        return {
+            "position": self.position, "tool": self.tool, "status": self.status, "params": self.params,
+            "paramSources": self.param_sources, "result": self.result.to_json() if self.result else None,
+            "error": self.error, "startedAt": self.started_at.isoformat() if self.started_at else None,
+            "endedAt": self.ended_at.isoformat() if self.ended_at else None, "durationMs": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """Progress of a run, for terminals and event streams."""
+
+    kind: str  # run_started | step_started | step_finished | run_finished
+    run_id: str
+    step: StepState | None = None
+    status: str | None = None
+
+
+EventSink = Callable[[RunEvent], Awaitable[None] | None]
+
+
+@dataclass
+class RunOutcome:
+    """The finished run as persisted."""
+
+    run_id: str
+    status: str
+    plan: BuildPlan
+    steps: list[StepState]
+    deliverable: dict[str, Any]
+    started_at: datetime
+    ended_at: datetime
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The run succeeded."""
+        return self.status == SUCCESS
+
+
+def new_run_id() -> str:
+    """`run_{epoch ms}_{random}`: sortable and unguessable."""
+    return f"run_{int(time.time() * 1000)}_{secrets.token_hex(4)}"
+
+
+@dataclass
+class BuildRunner:
+    """Runs plans against a pool, persisting into a store."""
+
+    pool: ServerPool
+    store: Store
+    executor: StepExecutor | None = None
+    default_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    flow_cap: FlowCap = field(default_factory=FlowCap)
+    _active: dict[str, anyio.CancelScope] = field(default_factory=dict)
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a run of this process; its running steps are cancelled and recorded."""
+        scope = self._active.get(run_id)
+        if scope is None:
+            return False
+        scope.cancel()
+        return True
+
+    async def run(
+        self,
+        plan: BuildPlan,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        user: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+        on_event: EventSink | None = None,
+    ) -> RunOutcome:
+        """Execute the plan; never raises for step failures (they are in the outcome).
+
+        Raises:
+            StoreError: the run could not be recorded at all.
+        """
+        run_id = run_id or new_run_id()
+        payload = dict(payload or {})
+        started = utcnow()
+        t0 = time.perf_counter()
+        steps = [StepState(s.position, s.tool) for s in plan.steps]
+        meta = {
+            **dict(metadata or {}), "run_id": run_id, "user": user, "organization": plan.organization_slug,
+            "agent": plan.agent_slug, "agent_version": plan.agent_version, "started_at": started.isoformat(),
+        }
+        await self.store.runs.create_run(
+            id=run_id, organization_slug=plan.organization_slug, agent_slug=plan.agent_slug,
+            agent_version=plan.agent_version, user_id=user, status=RUNNING, execution_mode=plan.mode.value,
+            stop_on_error=plan.stop_on_error, payload=payload, overrides=plan.overrides or None, started_at=started,
+            steps=[{"position": s.position, "tool": s.tool, "status": PENDING} for s in steps],
+        )
+        emit = _emitter(on_event)
+        await emit(RunEvent("run_started", run_id))
+        status, error = RUNNING, None
+        scope = anyio.CancelScope()
+        self._active[run_id] = scope
+        try:
+            with scope:
+                if plan.mode.value == "parallel":
+                    await self._parallel(plan, steps, payload, meta, run_id, emit)
+                else:
+                    await self._sequential(plan, steps, payload, meta, run_id, emit)
+            if scope.cancelled_caught:
+                status, error = CANCELLED, "run cancelled"
+        except BaseException as exc:
+            status = CANCELLED if isinstance(exc, anyio.get_cancelled_exc_class()) else FAILED
+            error = "run cancelled" if status == CANCELLED else f"run failed: {exc}"
+            with anyio.CancelScope(shield=True):
+                await self._finish(plan, steps, run_id, started, t0, status, error, emit)
+            raise
+        finally:
+            self._active.pop(run_id, None)
+        if status == RUNNING:
+            failed = [s for s in steps if s.status in (FAILED, DENIED)]
+            status = FAILED if failed else SUCCESS
+            error = f"{len(failed)} step(s) failed: {', '.join(s.tool for s in failed)}" if failed else None
+        with anyio.CancelScope(shield=True):
+            return await self._finish(plan, steps, run_id, started, t0, status, error, emit)
+
+    async def _finish(
+        self, plan: BuildPlan, steps: list[StepState], run_id: str, started: datetime, t0: float,
+        status: str, error: str | None, emit: Callable[[RunEvent], Awaitable[None]],
+    ) -> RunOutcome:
+        ended = utcnow()
+        # Steps that never ran: skipped after a sequential failure, cancelled when the run was
+        # cancelled or a parallel sibling failed (they were already scheduled).
+        unrun = CANCELLED if status == CANCELLED or plan.mode.value == "parallel" else SKIPPED
+        for s in steps:
+            if s.status in (PENDING, RUNNING):
+                s.status = unrun
+                s.error = s.error or ("run cancelled" if status == CANCELLED else
+                                      "not run: stopOnError after an earlier failure")
+                await self._save_step(run_id, s)
+        duration_ms = (time.perf_counter() - t0) * 1000
+        deliverable = render_deliverable(
+            plan, steps, run_id=run_id, status=status, started_at=started, ended_at=ended,
+            duration_ms=duration_ms, error=error,
+        )
+        await self.store.runs.finish_run(
+            run_id, deliverable=deliverable, status=status, error=error, ended_at=ended, duration_ms=duration_ms
+        )
+        await emit(RunEvent("run_finished", run_id, status=status))
+        return RunOutcome(run_id, status, plan, steps, deliverable, started, ended, error)
+
+    async def _save_step(self, run_id: str, step: StepState) -> None:
+        data = step.to_json()
+        await self.store.runs.update_step(
+            run_id, step.position, status=step.status, params=step.params, param_sources=step.param_sources,
+            result=data["result"], error=step.error, started_at=step.started_at, ended_at=step.ended_at,
+            duration_ms=step.duration_ms,
+        )
+
+    async def _sequential(
+        self, plan: BuildPlan, steps: list[StepState], payload: dict[str, Any], meta: dict[str, Any],
+        run_id: str, emit: Callable[[RunEvent], Awaitable[None]],
+    ) -> None:
+        views: dict[str, Any] = {}
+        previous: tuple[str, dict[str, Any]] | None = None
+        for planned, state in zip(plan.steps, steps, strict=True):
+            context = {"payload": payload, "metadata": meta, "steps": views, "previous": previous[1] if previous else {}}
+            await self._step(plan, planned.params, state, context, previous, payload, run_id, emit)
+            view = result_view(state.result, state.status, self.flow_cap)
+            views[state.tool] = view
+            previous = (state.tool, view)
+            if state.status != SUCCESS and plan.stop_on_error:
+                return
+
+    async def _parallel(
+        self, plan: BuildPlan, steps: list[StepState], payload: dict[str, Any], meta: dict[str, Any],
+        run_id: str, emit: Callable[[RunEvent], Awaitable[None]],
+    ) -> None:
+        limiter = anyio.CapacityLimiter(self.max_concurrency)
+        context = {"payload": payload, "metadata": meta, "steps": {}, "previous": {}}
+
+        first_failure: list[str] = []
+
+        async def one(index: int, tg_scope: anyio.CancelScope) -> None:
+            async with limiter:
+                await self._step(plan, plan.steps[index].params, steps[index], context, None, payload, run_id, emit)
+            if steps[index].status != SUCCESS and plan.stop_on_error and not first_failure:
+                first_failure.append(steps[index].tool)
+                tg_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(steps)):
+                tg.start_soon(one, i, tg.cancel_scope)
+        for s in steps:
+            if first_failure and s.status in (CANCELLED, PENDING):
+                s.status = CANCELLED
+                s.error = f"cancelled: step '{first_failure[0]}' failed and stopOnError is set"
+                with anyio.CancelScope(shield=True):
+                    await self._save_step(run_id, s)
+
+    async def _step(
+        self, plan: BuildPlan, params_template: Any, state: StepState, context: dict[str, Any],
+        previous: tuple[str, dict[str, Any]] | None, payload: dict[str, Any], run_id: str,
+        emit: Callable[[RunEvent], Awaitable[None]],
+    ) -> None:
+        state.status = RUNNING
+        state.started_at = utcnow()
+        t0 = time.perf_counter()
+        await emit(RunEvent("step_started", run_id, state))
+        try:
+            params = params_template.render(context)
+            state.params = params
+            spec = await self.pool.tool_spec(state.tool)
+            args, sources = fill_required(spec, params, previous[0] if previous else None,
+                                          previous[1] if previous else {}, payload)
+            state.params, state.param_sources = args, sources
+            if spec.takes_sql:
+                _guard_sql(plan, spec, args)
+            timeout_s = spec.timeout_s or self.default_timeout_s
+            if self.executor is not None:
+                result = await self.executor(spec, args, run_id=run_id, timeout_s=timeout_s, agent_tools=plan.tools)
+            else:
+                result = await self.pool.call(spec, args, timeout_s=timeout_s)
+            state.result = result
+            state.status = FAILED if result.is_error else SUCCESS
+            if result.is_error:
+                state.error = f"tool '{state.tool}' reported an error: {result.text or 'no message'}"
+        except anyio.get_cancelled_exc_class():
+            state.status, state.error = CANCELLED, state.error or "cancelled"
+            with anyio.CancelScope(shield=True):
+                self._close(state, t0)
+                await self._save_step(run_id, state)
+                await emit(RunEvent("step_finished", run_id, state))
+            raise
+        except PolicyError as exc:
+            state.status = FAILED if isinstance(exc, SqlRejected) else DENIED
+            state.error = exc.message
+        except ToolTimedOut as exc:
+            state.status, state.error = FAILED, exc.message
+        except ToolAgentError as exc:
+            state.status, state.error = FAILED, exc.message
+        self._close(state, t0)
+        with anyio.CancelScope(shield=True):
+            await self._save_step(run_id, state)
+            await emit(RunEvent("step_finished", run_id, state))
+
+    @staticmethod
+    def _close(state: StepState, t0: float) -> None:
+        state.ended_at = utcnow()
+        state.duration_ms = (time.perf_counter() - t0) * 1000
+
+
+def _guard_sql(plan: BuildPlan, spec: ToolSpec, args: dict[str, Any]) -> None:
+    """Check a SQL-taking tool's statement with the agent's security block before dispatch."""
+    from ..sql import SqlGuard, SqlPolicy
+
+    sql = args.get("sql")
+    if not isinstance(sql, str):
+        return
+    policy = SqlPolicy.from_security(plan.security.denied_operations, plan.security.allowed_tables)
+    decision = SqlGuard(policy).check(sql)
+    if not decision.allowed:
+        raise SqlRejected(list(decision.reasons))
+
+
+def _emitter(sink: EventSink | None) -> Callable[[RunEvent], Awaitable[None]]:
+    async def emit(event: RunEvent) -> None:
+        if sink is None:
+            return
+        outcome = sink(event)
+        if outcome is not None:
+            await outcome
+
+    return emit

@@ -1,0 +1,185 @@
+"""Store verbs for BUILD runs, their steps and their deliverables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import NotFound
+from . import tables as t
+from .db import Database, as_utc
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A stored run."""
+
+    id: str
+    organization_slug: str | None
+    agent_slug: str
+    agent_version: str | None
+    user_id: str | None
+    status: str
+    execution_mode: str
+    stop_on_error: bool
+    payload: Any
+    overrides: Any
+    error: str | None
+    started_at: datetime
+    ended_at: datetime | None
+    duration_ms: float | None
+    deliverable_id: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """API/CLI form."""
+        return {
+            "id": self.id, "agent": f"{self.organization_slug}/{self.agent_slug}", "agentVersion": self.agent_version,
+            "user": self.user_id, "status": self.status, "executionMode": self.execution_mode,
+            "stopOnError": self.stop_on_error, "payload": self.payload, "overrides": self.overrides, "error": self.error,
+            "startedAt": _iso(self.started_at), "endedAt": _iso(self.ended_at), "durationMs": self.duration_ms,
+            "deliverableId": self.deliverable_id,
+        }
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """A stored step of a run."""
+
+    run_id: str
+    position: int
+    tool: str
+    status: str
+    params: Any
+    param_sources: Any
+    result: Any
+    error: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    duration_ms: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """API/CLI form."""
+        return {
+            "position": self.position, "tool": self.tool, "status": self.status, "params": self.params,
+            "paramSources": self.param_sources, "result": self.result, "error": self.error,
+            "startedAt": _iso(self.started_at), "endedAt": _iso(self.ended_at), "durationMs": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True)
+class DeliverableRow:
+    """A stored deliverable."""
+
+    id: str
+    run_id: str
+    format: str
+    type: str
+    content: str
+    data: Any
+    metadata: Any
+    created_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """API/CLI form."""
+        return {
+            "id": self.id, "runId": self.run_id, "format": self.format, "type": self.type, "content": self.content,
+            "data": self.data, "metadata": self.metadata, "createdAt": _iso(self.created_at),
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return as_utc(value).isoformat() if value is not None else None  # type: ignore[union-attr]
+
+
+def _row(cls: type[Any], row: Any) -> Any:
+    m = dict(row._mapping)
+    for key in ("started_at", "ended_at", "created_at"):
+        if key in m:
+            m[key] = as_utc(m[key])
+    return cls(**m)
+
+
+class RunStore:
+    """Insert and read runs, steps and deliverables."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create_run(self, **values: Any) -> None:
+        """Insert a run in status `running` (with its steps as `pending`, if given)."""
+        steps = values.pop("steps", [])
+        async with self.db.begin() as conn:
+            await conn.execute(t.runs.insert().values(**values))
+            if steps:
+                await conn.execute(t.run_steps.insert(), [{"run_id": values["id"], **s} for s in steps])
+
+    async def update_step(self, run_id: str, position: int, **values: Any) -> None:
+        """Update one step's record."""
+        async with self.db.begin() as conn:
+            await conn.execute(
+                t.run_steps.update()
+                .where((t.run_steps.c.run_id == run_id) & (t.run_steps.c.position == position))
+                .values(**values)
+            )
+
+    async def finish_run(self, run_id: str, *, deliverable: dict[str, Any] | None, **values: Any) -> None:
+        """Set the run's outcome and save its deliverable in one transaction."""
+        async with self.db.begin() as conn:
+            if deliverable is not None:
+                await conn.execute(t.deliverables.insert().values(run_id=run_id, **deliverable))
+                values["deliverable_id"] = deliverable["id"]
+            await conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(**values))
+
+    async def get_run(self, run_id: str) -> RunRow:
+        """One run.
+
+        Raises:
+            NotFound: no such run.
+        """
+        async with self.db.begin() as conn:
+            row = (await conn.execute(sa.select(t.runs).where(t.runs.c.id == run_id))).first()
+        if row is None:
+            raise NotFound(f"run '{run_id}' not found")
+        return _row(RunRow, row)
+
+    async def get_steps(self, run_id: str) -> list[StepRow]:
+        """The steps of a run, in order."""
+        async with self.db.begin() as conn:
+            rows = (await conn.execute(
+                sa.select(t.run_steps).where(t.run_steps.c.run_id == run_id).order_by(t.run_steps.c.position)
+            )).all()
+        return [_row(StepRow, r) for r in rows]
+
+    async def list_runs(
+        self, *, user_id: str | None = None, agent: tuple[str, str] | None = None, status: str | None = None,
+        limit: int = 50, offset: int = 0,
+    ) -> list[RunRow]:
+        """Runs, newest first, optionally filtered."""
+        query = sa.select(t.runs).order_by(t.runs.c.started_at.desc(), t.runs.c.id.desc()).limit(limit).offset(offset)
+        if user_id is not None:
+            query = query.where(t.runs.c.user_id == user_id)
+        if agent is not None:
+            query = query.where((t.runs.c.organization_slug == agent[0]) & (t.runs.c.agent_slug == agent[1]))
+        if status is not None:
+            query = query.where(t.runs.c.status == status)
+        async with self.db.begin() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_row(RunRow, r) for r in rows]
+
+    async def get_deliverable(self, deliverable_id: str) -> DeliverableRow:
+        """One deliverable, by its id or its run's id.
+
+        Raises:
+            NotFound: no such deliverable.
+        """
+        query = sa.select(t.deliverables).where(
+            (t.deliverables.c.id == deliverable_id) | (t.deliverables.c.run_id == deliverable_id)
+        )
+        async with self.db.begin() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None:
+            raise NotFound(f"deliverable '{deliverable_id}' not found")
+        return _row(DeliverableRow, row)

@@ -1,0 +1,1 @@
+"""Tool records shared by the MCP layer, the engine and the runner."""
