@@ -11,6 +11,8 @@ terminated by the SDK), so no server process outlives it.
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import logging
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -320,18 +322,26 @@ class ServerPool:
         return _tool_result(result)
 
 
+@functools.lru_cache(maxsize=4096)
+def _validator(name: str, schema_json: str) -> Any:
+    # Building a validator costs far more than running it; tools keep their schema between calls.
+    schema = json.loads(schema_json)
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise UpstreamError(f"tool '{name}' declares an invalid input schema: {exc.message}") from exc
+    return cls(schema)
+
+
 def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> None:
     """Validate arguments against the tool's input schema, naming each bad field.
 
     Raises:
         ArgumentsInvalid: with every violation, e.g. "`max_rows`: 'ten' is not of type 'integer'".
     """
-    try:
-        validator_cls = jsonschema.validators.validator_for(spec.input_schema)
-        validator = validator_cls(spec.input_schema)
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    except jsonschema.exceptions.SchemaError as exc:
-        raise UpstreamError(f"tool '{spec.name}' declares an invalid input schema: {exc.message}") from exc
+    validator = _validator(spec.name, json.dumps(spec.input_schema, sort_keys=True))
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if errors:
         parts = []
         for e in errors[:10]:

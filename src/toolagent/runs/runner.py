@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from ..errors import PolicyError, SqlRejected, ToolAgentError, ToolTimedOut
+from ..errors import PolicyError, SqlRejected, ToolAgentError
 from ..mcp.pool import ServerPool
 from ..store import Store
 from ..store.db import utcnow
@@ -26,6 +26,7 @@ from ..tools.spec import ToolResult, ToolSpec
 from .deliverable import render_deliverable
 from .flow import FlowCap, fill_required, result_view
 from .plan import BuildPlan
+from .writer import StepWriter
 
 #: Step timeout when neither the server config nor the request sets one.
 DEFAULT_STEP_TIMEOUT_S = 30.0
@@ -142,38 +143,40 @@ class BuildRunner:
             StoreError: the run could not be recorded at all.
         """
         run_id = run_id or new_run_id()
-        payload = dict(payload or {})
         started = utcnow()
-        t0 = time.perf_counter()
         steps = [StepState(s.position, s.tool) for s in plan.steps]
         meta = {
             **dict(metadata or {}), "run_id": run_id, "user": user, "organization": plan.organization_slug,
             "agent": plan.agent_slug, "agent_version": plan.agent_version, "started_at": started.isoformat(),
         }
+        ctx = _Run(plan, run_id, dict(payload or {}), meta, steps, _emitter(on_event),
+                   StepWriter(self.store, run_id), started, time.perf_counter())
         await self.store.runs.create_run(
             id=run_id, organization_slug=plan.organization_slug, agent_slug=plan.agent_slug,
             agent_version=plan.agent_version, user_id=user, status=RUNNING, execution_mode=plan.mode.value,
-            stop_on_error=plan.stop_on_error, payload=payload, overrides=plan.overrides or None, started_at=started,
-            steps=[{"position": s.position, "tool": s.tool, "status": PENDING} for s in steps],
+            stop_on_error=plan.stop_on_error, payload=ctx.payload, overrides=plan.overrides or None,
+            started_at=started, steps=[{"position": s.position, "tool": s.tool, "status": PENDING} for s in steps],
         )
-        emit = _emitter(on_event)
-        await emit(RunEvent("run_started", run_id))
+        await ctx.emit(RunEvent("run_started", run_id))
         status, error = RUNNING, None
         scope = anyio.CancelScope()
         self._active[run_id] = scope
         try:
-            with scope:
-                if plan.mode.value == "parallel":
-                    await self._parallel(plan, steps, payload, meta, run_id, emit)
-                else:
-                    await self._sequential(plan, steps, payload, meta, run_id, emit)
+            async with anyio.create_task_group() as writer_tg:
+                await writer_tg.start(ctx.writer.run)
+                try:
+                    with scope:
+                        await (self._parallel(ctx) if plan.mode.value == "parallel" else self._sequential(ctx))
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await ctx.writer.close()
             if scope.cancelled_caught:
                 status, error = CANCELLED, "run cancelled"
         except BaseException as exc:
             status = CANCELLED if isinstance(exc, anyio.get_cancelled_exc_class()) else FAILED
             error = "run cancelled" if status == CANCELLED else f"run failed: {exc}"
             with anyio.CancelScope(shield=True):
-                await self._finish(plan, steps, run_id, started, t0, status, error, emit)
+                await self._finish(ctx, status, error)
             raise
         finally:
             self._active.pop(run_id, None)
@@ -182,103 +185,88 @@ class BuildRunner:
             status = FAILED if failed else SUCCESS
             error = f"{len(failed)} step(s) failed: {', '.join(s.tool for s in failed)}" if failed else None
         with anyio.CancelScope(shield=True):
-            return await self._finish(plan, steps, run_id, started, t0, status, error, emit)
+            return await self._finish(ctx, status, error)
 
-    async def _finish(
-        self, plan: BuildPlan, steps: list[StepState], run_id: str, started: datetime, t0: float,
-        status: str, error: str | None, emit: Callable[[RunEvent], Awaitable[None]],
-    ) -> RunOutcome:
+    async def _finish(self, ctx: _Run, status: str, error: str | None) -> RunOutcome:
         ended = utcnow()
         # Steps that never ran: skipped after a sequential failure, cancelled when the run was
         # cancelled or a parallel sibling failed (they were already scheduled).
-        unrun = CANCELLED if status == CANCELLED or plan.mode.value == "parallel" else SKIPPED
-        for s in steps:
+        unrun = CANCELLED if status == CANCELLED or ctx.plan.mode.value == "parallel" else SKIPPED
+        left = []
+        for s in ctx.steps:
             if s.status in (PENDING, RUNNING):
                 s.status = unrun
                 s.error = s.error or ("run cancelled" if status == CANCELLED else
                                       "not run: stopOnError after an earlier failure")
-                await self._save_step(run_id, s)
-        duration_ms = (time.perf_counter() - t0) * 1000
+                left.append({"position": s.position, **_step_values(s)})
+        duration_ms = (time.perf_counter() - ctx.t0) * 1000
         deliverable = render_deliverable(
-            plan, steps, run_id=run_id, status=status, started_at=started, ended_at=ended,
+            ctx.plan, ctx.steps, run_id=ctx.run_id, status=status, started_at=ctx.started, ended_at=ended,
             duration_ms=duration_ms, error=error,
         )
+        await self.store.runs.update_steps(ctx.run_id, left)
         await self.store.runs.finish_run(
-            run_id, deliverable=deliverable, status=status, error=error, ended_at=ended, duration_ms=duration_ms
+            ctx.run_id, deliverable=deliverable, status=status, error=error, ended_at=ended, duration_ms=duration_ms
         )
-        await emit(RunEvent("run_finished", run_id, status=status))
-        return RunOutcome(run_id, status, plan, steps, deliverable, started, ended, error)
+        await ctx.emit(RunEvent("run_finished", ctx.run_id, status=status))
+        return RunOutcome(ctx.run_id, status, ctx.plan, ctx.steps, deliverable, ctx.started, ended, error)
 
-    async def _save_step(self, run_id: str, step: StepState) -> None:
-        data = step.to_json()
-        await self.store.runs.update_step(
-            run_id, step.position, status=step.status, params=step.params, param_sources=step.param_sources,
-            result=data["result"], error=step.error, started_at=step.started_at, ended_at=step.ended_at,
-            duration_ms=step.duration_ms,
-        )
-
-    async def _sequential(
-        self, plan: BuildPlan, steps: list[StepState], payload: dict[str, Any], meta: dict[str, Any],
-        run_id: str, emit: Callable[[RunEvent], Awaitable[None]],
-    ) -> None:
+    async def _sequential(self, ctx: _Run) -> None:
         views: dict[str, Any] = {}
         previous: tuple[str, dict[str, Any]] | None = None
-        for planned, state in zip(plan.steps, steps, strict=True):
-            context = {"payload": payload, "metadata": meta, "steps": views, "previous": previous[1] if previous else {}}
-            await self._step(plan, planned.params, state, context, previous, payload, run_id, emit)
+        for planned, state in zip(ctx.plan.steps, ctx.steps, strict=True):
+            context = {"payload": ctx.payload, "metadata": ctx.meta, "steps": views,
+                       "previous": previous[1] if previous else {}}
+            await self._step(ctx, planned.params, state, context, previous)
             view = result_view(state.result, state.status, self.flow_cap)
             views[state.tool] = view
             previous = (state.tool, view)
-            if state.status != SUCCESS and plan.stop_on_error:
+            if state.status != SUCCESS and ctx.plan.stop_on_error:
                 return
 
-    async def _parallel(
-        self, plan: BuildPlan, steps: list[StepState], payload: dict[str, Any], meta: dict[str, Any],
-        run_id: str, emit: Callable[[RunEvent], Awaitable[None]],
-    ) -> None:
+    async def _parallel(self, ctx: _Run) -> None:
         limiter = anyio.CapacityLimiter(self.max_concurrency)
-        context = {"payload": payload, "metadata": meta, "steps": {}, "previous": {}}
-
+        context = {"payload": ctx.payload, "metadata": ctx.meta, "steps": {}, "previous": {}}
         first_failure: list[str] = []
 
         async def one(index: int, tg_scope: anyio.CancelScope) -> None:
             async with limiter:
-                await self._step(plan, plan.steps[index].params, steps[index], context, None, payload, run_id, emit)
-            if steps[index].status != SUCCESS and plan.stop_on_error and not first_failure:
-                first_failure.append(steps[index].tool)
+                await self._step(ctx, ctx.plan.steps[index].params, ctx.steps[index], context, None)
+            if ctx.steps[index].status != SUCCESS and ctx.plan.stop_on_error and not first_failure:
+                first_failure.append(ctx.steps[index].tool)
                 tg_scope.cancel()
 
         async with anyio.create_task_group() as tg:
-            for i in range(len(steps)):
+            for i in range(len(ctx.steps)):
                 tg.start_soon(one, i, tg.cancel_scope)
-        for s in steps:
+        for s in ctx.steps:
             if first_failure and s.status in (CANCELLED, PENDING):
                 s.status = CANCELLED
                 s.error = f"cancelled: step '{first_failure[0]}' failed and stopOnError is set"
-                with anyio.CancelScope(shield=True):
-                    await self._save_step(run_id, s)
+                ctx.writer.put(s.position, _step_values(s))
 
     async def _step(
-        self, plan: BuildPlan, params_template: Any, state: StepState, context: dict[str, Any],
-        previous: tuple[str, dict[str, Any]] | None, payload: dict[str, Any], run_id: str,
-        emit: Callable[[RunEvent], Awaitable[None]],
+        self, ctx: _Run, params_template: Any, state: StepState, context: dict[str, Any],
+        previous: tuple[str, dict[str, Any]] | None,
     ) -> None:
         state.status = RUNNING
         state.started_at = utcnow()
         t0 = time.perf_counter()
-        await emit(RunEvent("step_started", run_id, state))
+        ctx.writer.put(state.position, _step_values(state))
+        await ctx.emit(RunEvent("step_started", ctx.run_id, state))
         try:
             params = params_template.render(context)
             state.params = params
             spec = await self.pool.tool_spec(state.tool)
             args, sources = fill_required(spec, params, previous[0] if previous else None,
-                                          previous[1] if previous else {}, payload)
+                                          previous[1] if previous else {}, ctx.payload)
             state.params, state.param_sources = args, sources
             if spec.takes_sql:
-                _guard_sql(plan, spec, args)
+                _guard_sql(ctx.plan, spec, args)
             timeout_s = spec.timeout_s or self.default_timeout_s
             if self.executor is not None:
-                result = await self.executor(spec, args, run_id=run_id, timeout_s=timeout_s, agent_tools=plan.tools)
+                result = await self.executor(spec, args, run_id=ctx.run_id, timeout_s=timeout_s,
+                                             agent_tools=ctx.plan.tools)
             else:
                 result = await self.pool.call(spec, args, timeout_s=timeout_s)
             state.result = result
@@ -287,27 +275,46 @@ class BuildRunner:
                 state.error = f"tool '{state.tool}' reported an error: {result.text or 'no message'}"
         except anyio.get_cancelled_exc_class():
             state.status, state.error = CANCELLED, state.error or "cancelled"
+            self._close(ctx, state, t0)
             with anyio.CancelScope(shield=True):
-                self._close(state, t0)
-                await self._save_step(run_id, state)
-                await emit(RunEvent("step_finished", run_id, state))
+                await ctx.emit(RunEvent("step_finished", ctx.run_id, state))
             raise
         except PolicyError as exc:
             state.status = FAILED if isinstance(exc, SqlRejected) else DENIED
             state.error = exc.message
-        except ToolTimedOut as exc:
-            state.status, state.error = FAILED, exc.message
         except ToolAgentError as exc:
             state.status, state.error = FAILED, exc.message
-        self._close(state, t0)
-        with anyio.CancelScope(shield=True):
-            await self._save_step(run_id, state)
-            await emit(RunEvent("step_finished", run_id, state))
+        self._close(ctx, state, t0)
+        await ctx.emit(RunEvent("step_finished", ctx.run_id, state))
 
     @staticmethod
-    def _close(state: StepState, t0: float) -> None:
+    def _close(ctx: _Run, state: StepState, t0: float) -> None:
         state.ended_at = utcnow()
         state.duration_ms = (time.perf_counter() - t0) * 1000
+        ctx.writer.put(state.position, _step_values(state))
+
+
+@dataclass
+class _Run:
+    """Everything one run's steps share."""
+
+    plan: BuildPlan
+    run_id: str
+    payload: dict[str, Any]
+    meta: dict[str, Any]
+    steps: list[StepState]
+    emit: Callable[[RunEvent], Awaitable[None]]
+    writer: StepWriter
+    started: datetime
+    t0: float
+
+
+def _step_values(step: StepState) -> dict[str, Any]:
+    return {
+        "status": step.status, "params": step.params, "param_sources": step.param_sources,
+        "result": step.result.to_json() if step.result else None, "error": step.error,
+        "started_at": step.started_at, "ended_at": step.ended_at, "duration_ms": step.duration_ms,
+    }
 
 
 def _guard_sql(plan: BuildPlan, spec: ToolSpec, args: dict[str, Any]) -> None:

@@ -116,14 +116,18 @@ class RunStore:
             if steps:
                 await conn.execute(t.run_steps.insert(), [{"run_id": values["id"], **s} for s in steps])
 
-    async def update_step(self, run_id: str, position: int, **values: Any) -> None:
-        """Update one step's record."""
+    async def update_steps(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+        """Update several steps of a run in one transaction; each row has `position` and the same keys."""
+        if not rows:
+            return
+        keys = sorted(k for k in rows[0] if k != "position")
+        stmt = (
+            t.run_steps.update()
+            .where((t.run_steps.c.run_id == run_id) & (t.run_steps.c.position == sa.bindparam("b_position")))
+            .values({k: sa.bindparam(f"b_{k}") for k in keys})
+        )
         async with self.db.begin() as conn:
-            await conn.execute(
-                t.run_steps.update()
-                .where((t.run_steps.c.run_id == run_id) & (t.run_steps.c.position == position))
-                .values(**values)
-            )
+            await conn.execute(stmt, [{f"b_{k}": row[k] for k in ("position", *keys)} for row in rows])
 
     async def finish_run(self, run_id: str, *, deliverable: dict[str, Any] | None, **values: Any) -> None:
         """Set the run's outcome and save its deliverable in one transaction."""

@@ -1,0 +1,126 @@
+"""How much a BUILD step costs over a raw MCP SDK call to the same server, side by side.
+
+Prints, for one benchmark server over stdio (bench/bench_server.py) in one process:
+  1. one step's latency inside a BUILD run vs a raw `ClientSession.call_tool` on the same warm
+     session: median, p95 and the ratio of medians (target: at most 1.20);
+  2. a sequential run of 100 echo steps vs 100 sequential raw calls (target: at most 1.3x);
+  3. a parallel run of 100 steps that each sleep 50 ms vs 100 concurrent raw calls (target: 1.3x).
+
+Run: .venv/bin/python bench/overhead.py [--rounds N] [--db URL]
+The store is a temporary SQLite file unless --db is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+
+from toolagent.agents import load_definition_text, record_from_definition
+from toolagent.agents.loaders import LoadedAgent
+from toolagent.mcp.config import ServersConfig
+from toolagent.mcp.pool import ServerPool
+from toolagent.runs import BuildRunner, plan_build
+from toolagent.store import open_store
+
+HERE = Path(__file__).resolve().parent
+
+
+def agent(tools: list[str], params: dict[str, Any], mode: str = "sequential") -> LoadedAgent:
+    """An in-memory agent over the bench server's tools."""
+    doc = {"metadata": {"name": "bench"}, "configuration": {"tools": tools, "toolParams": params, "toolExecutionMode": mode}}
+    text = yaml.safe_dump(doc)
+    defn = load_definition_text(text)
+    return LoadedAgent(defn, record_from_definition(defn, text, org="bench"), "bench")
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) by nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def row(label: str, ours: list[float], raw: list[float], target: float) -> None:
+    """Print one comparison."""
+    ratio = statistics.median(ours) / statistics.median(raw)
+    verdict = "ok" if ratio <= target else "OVER TARGET"
+    print(f"{label:<44} toolagent median {statistics.median(ours) * 1000:8.2f} ms  p95 {pct(ours, 0.95) * 1000:8.2f} ms | "
+          f"raw median {statistics.median(raw) * 1000:8.2f} ms  p95 {pct(raw, 0.95) * 1000:8.2f} ms | "
+          f"ratio {ratio:5.2f} (target <= {target:.2f}) {verdict}")
+
+
+async def main(rounds: int, db: str | None) -> None:
+    """Run the three comparisons."""
+    config = ServersConfig.from_data({"mcpServers": {
+        "bench": {"command": sys.executable, "args": [str(HERE / "bench_server.py"), "stdio", "0", "100"]}}})
+    with tempfile.TemporaryDirectory() as tmp:
+        url = db or f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
+        async with open_store(url) as store, ServerPool(config) as pool:
+            runner = BuildRunner(pool, store)
+            session = await pool.session("bench")
+            await pool.list_tools("bench")
+            for _ in range(20):  # warm both paths
+                await session.call_tool("echo_0", {"text": "warm"})
+                await runner.run(plan_build(agent(["bench/echo_0"], {"bench/echo_0": {"text": "warm"}})))
+
+            # 1. one step vs one raw call, interleaved so drift hits both equally.
+            one = plan_build(agent(["bench/echo_1"], {"bench/echo_1": {"text": "hello"}}))
+            step_s: list[float] = []
+            raw_s: list[float] = []
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                await session.call_tool("echo_1", {"text": "hello"})
+                raw_s.append(time.perf_counter() - t0)
+                outcome = await runner.run(one)
+                step_s.append((outcome.steps[0].duration_ms or 0) / 1000)
+            row("1. one step (inside a run) vs raw call", step_s, raw_s, 1.20)
+
+            # 2. 100 sequential echo steps vs 100 sequential raw calls.
+            names = [f"echo_{i}" for i in range(100)]
+            seq = plan_build(agent([f"bench/{n}" for n in names], {f"bench/{n}": {"text": n} for n in names}))
+            seq_ours: list[float] = []
+            seq_raw: list[float] = []
+            for _ in range(max(5, rounds // 20)):
+                t0 = time.perf_counter()
+                for n in names:
+                    await session.call_tool(n, {"text": n})
+                seq_raw.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                outcome = await runner.run(seq)
+                seq_ours.append(time.perf_counter() - t0)
+                assert outcome.ok, outcome.error
+            row("2. 100 sequential steps (whole run) vs raw", seq_ours, seq_raw, 1.30)
+
+            # 3. 100 parallel 50 ms sleeps vs 100 concurrent raw calls.
+            sleeps = [f"sleep_{i}" for i in range(100)]
+            par = plan_build(agent([f"bench/{n}" for n in sleeps], {f"bench/{n}": {"ms": 50} for n in sleeps}, "parallel"))
+            runner.max_concurrency = 100
+            par_ours: list[float] = []
+            par_raw: list[float] = []
+            for _ in range(max(5, rounds // 20)):
+                t0 = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for n in sleeps:
+                        tg.start_soon(session.call_tool, n, {"ms": 50})
+                par_raw.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                outcome = await runner.run(par)
+                par_ours.append(time.perf_counter() - t0)
+                assert outcome.ok, outcome.error
+            row("3. 100 parallel 50 ms steps (whole run) vs raw", par_ours, par_raw, 1.30)
+            print(f"store: {store.db.dialect}; rounds: {rounds}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=200, help="samples for comparison 1 (default 200)")
+    parser.add_argument("--db", help="store URL (default: a temporary SQLite file)")
+    ns = parser.parse_args()
+    anyio.run(main, ns.rounds, ns.db)

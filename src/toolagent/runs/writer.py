@@ -1,0 +1,66 @@
+"""Write-behind of step records: steps never wait for the database, and nothing is lost.
+
+Each step hands its latest snapshot to the writer and goes on; a background task commits every
+pending snapshot in one transaction at most every `FLUSH_INTERVAL_S`, so a run of 100 quick
+steps costs a handful of commits instead of 200, and a record is at most that late. `close()` (called in a shield when the
+run ends, whatever ended it) flushes what is left before the run's final record is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from ..store import Store
+
+#: Longest delay between a step's change and its commit.
+FLUSH_INTERVAL_S = 0.05
+
+
+class StepWriter:
+    """Background, batching writer of one run's step records."""
+
+    def __init__(self, store: Store, run_id: str, *, flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
+        self.store = store
+        self.flush_interval_s = flush_interval_s
+        self.run_id = run_id
+        self._pending: dict[int, dict[str, Any]] = {}
+        self._wake = anyio.Event()
+        self._closing = False
+        self._done = anyio.Event()
+
+    def put(self, position: int, values: dict[str, Any]) -> None:
+        """Queue the latest state of a step (a later snapshot replaces an unwritten one)."""
+        self._pending[position] = {"position": position, **values}
+        self._wake.set()
+
+    async def _flush(self) -> None:
+        batch, self._pending = self._pending, {}
+        if batch:
+            await self.store.runs.update_steps(self.run_id, list(batch.values()))
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The writer task: flush whenever something is pending, until closed."""
+        task_status.started()
+        try:
+            while not self._closing:
+                await self._wake.wait()
+                with anyio.move_on_after(self.flush_interval_s):
+                    # Gather what else changes meanwhile; closing ends the wait early.
+                    while not self._closing:
+                        self._wake = anyio.Event()
+                        await self._wake.wait()
+                self._wake = anyio.Event()
+                with anyio.CancelScope(shield=True):
+                    await self._flush()
+        finally:
+            self._done.set()
+
+    async def close(self) -> None:
+        """Stop the task and write whatever is still pending. Call in a shield."""
+        self._closing = True
+        self._wake.set()
+        await self._done.wait()
+        await self._flush()
