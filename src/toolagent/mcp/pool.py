@@ -27,6 +27,7 @@ import mcp_types
 from mcp import ClientSession, MCPError
 from mcp.types import CallToolResult, PaginatedRequestParams, Tool, ToolListChangedNotification
 
+from .._aio import task_group
 from ..errors import ArgumentsInvalid, ServerUnavailable, ToolFailed, ToolTimedOut, UnknownTool, UpstreamError
 from ..tools.spec import ToolResult, ToolSpec, qualified, split_name
 from .config import ServerParams, ServersConfig
@@ -104,7 +105,9 @@ class ServerPool:
         for server in self._servers.values():
             server.stop.set()
         try:
-            await self._stack.__aexit__(et, e, tb)
+            # The body's own error is not handed to the task group, which would wrap it in an
+            # exception group; it propagates unchanged once every connection has closed.
+            await self._stack.__aexit__(None, None, None)
         finally:
             self._tg = None
 
@@ -255,7 +258,7 @@ class ServerPool:
             except ServerUnavailable as exc:
                 errors[name] = exc.message
 
-        async with anyio.create_task_group() as tg:
+        async with task_group() as tg:
             for name in self._servers:
                 tg.start_soon(one, name)
         ordered = [s for name in self._servers for s in specs.get(name, [])]

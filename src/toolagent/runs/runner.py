@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from .._aio import task_group
 from ..errors import PolicyError, SqlRejected, ToolAgentError
 from ..mcp.pool import ServerPool
 from ..store import Store
@@ -162,7 +163,7 @@ class BuildRunner:
         scope = anyio.CancelScope()
         self._active[run_id] = scope
         try:
-            async with anyio.create_task_group() as writer_tg:
+            async with task_group() as writer_tg:
                 await writer_tg.start(ctx.writer.run)
                 try:
                     with scope:
@@ -236,7 +237,7 @@ class BuildRunner:
                 first_failure.append(ctx.steps[index].tool)
                 tg_scope.cancel()
 
-        async with anyio.create_task_group() as tg:
+        async with task_group() as tg:
             for i in range(len(ctx.steps)):
                 tg.start_soon(one, i, tg.cancel_scope)
         for s in ctx.steps:

@@ -1,0 +1,26 @@
+"""Async helpers shared across packages."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import anyio
+import anyio.abc
+
+
+@contextlib.asynccontextmanager
+async def task_group() -> AsyncIterator[anyio.abc.TaskGroup]:
+    """An anyio task group that re-raises a lone error as itself.
+
+    anyio wraps every error leaving a task group, even a single one from the body, in an
+    exception group; callers here map toolagent's error classes to exit codes and HTTP statuses,
+    so one error must stay that error.
+    """
+    try:
+        async with anyio.create_task_group() as tg:
+            yield tg
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
