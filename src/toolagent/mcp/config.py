@@ -19,7 +19,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -114,6 +114,7 @@ class HttpServer(_ServerBase):
 
 
 ServerParams = StdioServer | HttpServer
+_Server = Annotated[StdioServer | HttpServer, Field(discriminator="transport")]
 
 
 class ServersConfig(BaseModel):
@@ -121,7 +122,7 @@ class ServersConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mcpServers: dict[str, ServerParams] = Field(default_factory=dict, description="Servers by name (the namespace).")
+    mcpServers: dict[str, _Server] = Field(default_factory=dict, description="Servers by name (the namespace).")
 
     @model_validator(mode="before")
     @classmethod
