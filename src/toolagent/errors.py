@@ -13,7 +13,7 @@ ToolAgentError                      root; the class docstring is the default mes
 │   ├── PermissionDenied · RateLimited(retry_after_s) · BudgetExceeded · SqlRejected(reasons)
 ├── ToolCallError                   the call was attempted (or routing failed)
 │   ├── ServerUnavailable · UnknownTool · ArgumentsInvalid
-│   ├── ToolTimedOut · ToolFailed (server said is_error) · UpstreamError (transport/protocol)
+│   ├── ToolTimedOut · CallCancelled · ToolFailed (server said is_error) · UpstreamError (transport/protocol)
 ├── RunError                        run-level: cancelled, failed
 └── StoreError                      database failure, original kept as __cause__
 ```
@@ -203,6 +203,10 @@ class ToolFailed(ToolCallError):
         self.tool = tool
         self.result = result
         super().__init__(f"tool '{tool}' failed: {message}")
+
+
+class CallCancelled(ToolCallError):
+    """The call was cancelled before it finished."""
 
 
 class UpstreamError(ToolCallError):

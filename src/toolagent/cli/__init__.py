@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import agents, runs  # noqa: F401  (registers commands)
+from . import agents, runs, serve  # noqa: F401  (registers commands)
 from ._app import app
 
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import anyio
 
 from .._aio import task_group
-from ..errors import PolicyError, SqlRejected, ToolAgentError
+from ..errors import CallCancelled, PolicyError, SqlRejected, ToolAgentError
 from ..mcp.pool import ServerPool
 from ..store import Store
 from ..store.db import utcnow
@@ -283,6 +283,8 @@ class BuildRunner:
         except PolicyError as exc:
             state.status = FAILED if isinstance(exc, SqlRejected) else DENIED
             state.error = exc.message
+        except CallCancelled as exc:
+            state.status, state.error = CANCELLED, exc.message
         except ToolAgentError as exc:
             state.status, state.error = FAILED, exc.message
         self._close(ctx, state, t0)

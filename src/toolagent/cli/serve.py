@@ -1,0 +1,29 @@
+"""`toolagent serve`: the HTTP API."""
+
+from __future__ import annotations
+
+import typer
+
+from ..mcp.config import ServersConfig
+from ._app import app, err, run, state
+
+
+@app.command("serve")
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+    port: int = typer.Option(8080, "--port", min=1, max=65535, help="TCP port."),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+) -> None:
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers."""
+    import uvicorn
+
+    from ..api.app import create_app
+
+    async def body() -> None:
+        config = ServersConfig.load(state.servers)
+        err.print(f"toolagent API on http://{host}:{port} (servers: {', '.join(config.enabled) or 'none'})")
+        server = uvicorn.Server(uvicorn.Config(create_app(db=state.db, servers=config), host=host, port=port,
+                                               log_level=log_level))
+        await server.serve()
+
+    run(body)
