@@ -14,7 +14,7 @@ import yaml
 from mcp_harness import PROBE, http_probe, node_config, probe_config, processes_matching, read_log, servers
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
-from toolagent.errors import DefinitionInvalid, UsageError
+from toolagent.errors import DefinitionInvalid, UnknownTool, UsageError
 from toolagent.mcp.config import ServersConfig
 from toolagent.mcp.pool import ServerPool
 from toolagent.runs import BuildRunner, RunOutcome, plan_build
@@ -261,3 +261,20 @@ def test_overrides_merge_and_are_validated() -> None:
     with pytest.raises(DefinitionInvalid, match="parallel steps cannot reference other steps"):
         plan_build(agent({"tools": ["probe/echo", "probe/add"], "toolExecutionMode": "parallel",
                           "toolParams": {"probe/echo": {"text": "{{previous.value}}"}}}))
+
+
+async def test_tool_list_is_cached_and_refreshed_on_list_changed() -> None:
+    async with ServerPool(servers(probe=probe_config())) as pool:
+        before = {s.name for s in await pool.list_tools("probe")}
+        assert "probe/late" not in before
+        add = await pool.tool_spec("probe/add-tool")
+        await pool.call(add, {"name": "late"})
+        with anyio.fail_after(5):
+            while True:
+                try:
+                    spec = await pool.tool_spec("probe/late")
+                    break
+                except UnknownTool:  # not listed until the notice arrives
+                    await anyio.sleep(0.02)
+        assert (await pool.call(spec, {})).text == "dynamic"
+        assert pool.connects == 1

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
@@ -97,6 +97,18 @@ def crash() -> str:
     """Exit the server process at once (a server lost mid-run)."""
     note("call", tool="crash")
     os._exit(3)
+
+
+@server.tool(name="add-tool")
+async def add_tool(name: str, ctx: Context) -> str:
+    """Register a new tool `name` (it answers "dynamic") and tell the client the list changed."""
+
+    def dynamic() -> str:
+        return "dynamic"
+
+    server.add_tool(dynamic, name=name, description="Added at run time.")
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
 
 
 @server.tool(name="pid", annotations=READ_ONLY)
