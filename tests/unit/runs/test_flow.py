@@ -1,0 +1,46 @@
+"""What flows between steps: result views, implicit chaining sources, caps."""
+
+from __future__ import annotations
+
+from toolagent.runs.flow import FlowCap, fill_required, result_view
+from toolagent.tools.spec import ToolResult, ToolSpec
+
+SPEC = ToolSpec(
+    name="db/run", server="db", tool="run",
+    input_schema={"type": "object", "properties": {"sql": {}, "limit": {}, "rows": {}}, "required": ["sql", "rows"]},
+)
+
+
+def test_explicit_params_win_over_previous_and_payload() -> None:
+    args, sources = fill_required(SPEC, {"sql": "SELECT 1"}, "db/gen", {"sql": "SELECT 2", "rows": [1]}, {"sql": "x"})
+    assert args == {"sql": "SELECT 1", "rows": [1]}
+    assert sources == {"sql": "params", "rows": "previous:db/gen.rows"}
+
+
+def test_payload_fills_what_the_previous_step_lacks() -> None:
+    args, sources = fill_required(SPEC, {}, "db/gen", {"other": 1}, {"sql": "SELECT 3", "rows": []})
+    assert args == {"sql": "SELECT 3", "rows": []}
+    assert sources == {"sql": "payload.sql", "rows": "payload.rows"}
+
+
+def test_optional_arguments_are_never_filled() -> None:
+    args, _ = fill_required(SPEC, {"sql": "s", "rows": []}, "db/gen", {"limit": 5}, {"limit": 7})
+    assert "limit" not in args
+
+
+def test_first_step_has_no_previous() -> None:
+    args, sources = fill_required(SPEC, {}, None, {}, {})
+    assert args == {} and sources == {}
+
+
+def test_result_view_keeps_structured_fields_and_adds_text_content_status() -> None:
+    result = ToolResult(False, {"sql": "S", "status": "tool's own"}, [{"type": "text", "text": "t"}], "t")
+    view = result_view(result, "success", FlowCap())
+    assert view == {"sql": "S", "status": "tool's own", "text": "t", "content": [{"type": "text", "text": "t"}]}
+
+
+def test_cap_cuts_lists_and_strings_but_not_numbers() -> None:
+    cap = FlowCap(max_items=2, max_chars=5)
+    assert cap.apply({"rows": [1, 2, 3], "s": "abcdefgh", "n": 123456789}) == {
+        "rows": [1, 2], "s": "abcde… [3 more chars]", "n": 123456789,
+    }
