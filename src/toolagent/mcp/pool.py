@@ -11,8 +11,6 @@ terminated by the SDK), so no server process outlives it.
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import logging
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -47,6 +45,7 @@ class _Server:
     errlog: IO[str]
     session: ClientSession | None = None
     tools: dict[str, Tool] | None = None
+    specs: dict[str, ToolSpec] = field(default_factory=dict)
     stop: anyio.Event = field(default_factory=anyio.Event)
     closed: anyio.Event = field(default_factory=anyio.Event)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -216,12 +215,17 @@ class ServerPool:
         except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             await self._drop(server, session)
             raise ServerUnavailable(namespace, f"listing tools failed: {_describe(exc)}") from exc
+        server.specs = {}
         server.tools = found
         return found
 
     def _spec(self, namespace: str, tool: Tool) -> ToolSpec:
-        params = self._servers[namespace].params
-        return ToolSpec(
+        server = self._servers[namespace]
+        cached = server.specs.get(tool.name)
+        if cached is not None:
+            return cached
+        params = server.params
+        spec = server.specs[tool.name] = ToolSpec(
             name=qualified(namespace, tool.name),
             server=namespace,
             tool=tool.name,
@@ -236,6 +240,7 @@ class ServerPool:
             category=params.category_for(tool.name),
             title=tool.title,
         )
+        return spec
 
     async def list_tools(self, namespace: str, *, refresh: bool = False) -> list[ToolSpec]:
         """The tools of one server.
@@ -325,16 +330,23 @@ class ServerPool:
         return _tool_result(result)
 
 
-@functools.lru_cache(maxsize=4096)
-def _validator(name: str, schema_json: str) -> Any:
-    # Building a validator costs far more than running it; tools keep their schema between calls.
-    schema = json.loads(schema_json)
+_VALIDATORS: dict[str, tuple[dict[str, Any], Any]] = {}
+
+
+def _validator(spec: ToolSpec) -> Any:
+    # Building a validator costs far more than running it. Specs are cached per listing, so the
+    # schema object itself identifies the version; a re-listed tool gets a fresh validator.
+    hit = _VALIDATORS.get(spec.name)
+    if hit is not None and hit[0] is spec.input_schema:
+        return hit[1]
     try:
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
+        cls = jsonschema.validators.validator_for(spec.input_schema)
+        cls.check_schema(spec.input_schema)
     except jsonschema.exceptions.SchemaError as exc:
-        raise UpstreamError(f"tool '{name}' declares an invalid input schema: {exc.message}") from exc
-    return cls(schema)
+        raise UpstreamError(f"tool '{spec.name}' declares an invalid input schema: {exc.message}") from exc
+    validator = cls(spec.input_schema)
+    _VALIDATORS[spec.name] = (spec.input_schema, validator)
+    return validator
 
 
 def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> None:
@@ -343,8 +355,7 @@ def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> None:
     Raises:
         ArgumentsInvalid: with every violation, e.g. "`max_rows`: 'ten' is not of type 'integer'".
     """
-    validator = _validator(spec.name, json.dumps(spec.input_schema, sort_keys=True))
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    errors = sorted(_validator(spec).iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if errors:
         parts = []
         for e in errors[:10]:
