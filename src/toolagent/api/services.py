@@ -13,7 +13,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from ..mcp.config import ServersConfig
 from ..mcp.pool import ServerPool
-from ..runs import BuildRunner, RunEvent
+from ..runs import BuildRunner, FlowCap, RunEvent
 from ..store import Store
 
 
@@ -92,7 +92,7 @@ async def open_services(db: str | None, servers: ServersConfig) -> AsyncIterator
     from ..store import open_store
 
     async with open_store(db) as store, ServerPool(servers) as pool, anyio.create_task_group() as tg:
-        services = Services(store=store, pool=pool, runner=BuildRunner(pool, store), config=servers, task_group=tg)
+        services = Services(store=store, pool=pool, runner=BuildRunner(pool, store, flow_cap=FlowCap.from_env()), config=servers, task_group=tg)
         try:
             yield services
         finally:

@@ -56,7 +56,7 @@ async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, 
         agent = await load_agent(agent_ref, store)
         plan = plan_build(agent, overrides, deliverable_format=fmt)
         async with ServerPool(config) as pool:
-            runner = BuildRunner(pool, store)
+            runner = BuildRunner(pool, store, flow_cap=FlowCap.from_env())
             outcome = await runner.run(plan, payload, user=state.user, on_event=_progress if is_tty() or not state.json else None)
     d = outcome.deliverable
     if state.json:

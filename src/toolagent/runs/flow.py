@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import UsageError
 from ..tools.spec import ToolResult, ToolSpec
 
 #: Longest list passed on to later steps (the stored result keeps everything).
@@ -20,6 +22,24 @@ class FlowCap:
 
     max_items: int = DEFAULT_FLOW_MAX_ITEMS
     max_chars: int = DEFAULT_FLOW_MAX_CHARS
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> FlowCap:
+        """Bounds from `TOOLAGENT_FLOW_MAX_ITEMS` and `TOOLAGENT_FLOW_MAX_CHARS`, else the defaults.
+
+        Raises:
+            UsageError: a value is not a positive integer.
+        """
+        env = os.environ if environ is None else environ
+        values = {}
+        for field_name, var in (("max_items", "TOOLAGENT_FLOW_MAX_ITEMS"), ("max_chars", "TOOLAGENT_FLOW_MAX_CHARS")):
+            raw = env.get(var)
+            if raw is None or raw == "":
+                continue
+            if not raw.isdigit() or int(raw) < 1:
+                raise UsageError(f"{var} must be a positive integer, got {raw!r}")
+            values[field_name] = int(raw)
+        return cls(**values)
 
     def apply(self, value: Any) -> Any:
         """A copy of `value` with lists and strings cut to the bounds."""

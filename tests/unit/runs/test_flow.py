@@ -44,3 +44,17 @@ def test_cap_cuts_lists_and_strings_but_not_numbers() -> None:
     assert cap.apply({"rows": [1, 2, 3], "s": "abcdefgh", "n": 123456789}) == {
         "rows": [1, 2], "s": "abcde… [3 more chars]", "n": 123456789,
     }
+
+
+def test_caps_come_from_the_environment() -> None:
+    assert FlowCap.from_env({"TOOLAGENT_FLOW_MAX_ITEMS": "5"}) == FlowCap(max_items=5)
+    assert FlowCap.from_env({}) == FlowCap()
+
+
+def test_bad_cap_names_the_variable() -> None:
+    import pytest
+
+    from toolagent.errors import UsageError
+
+    with pytest.raises(UsageError, match="TOOLAGENT_FLOW_MAX_CHARS must be a positive integer"):
+        FlowCap.from_env({"TOOLAGENT_FLOW_MAX_CHARS": "-3"})
