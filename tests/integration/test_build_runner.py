@@ -278,3 +278,33 @@ async def test_tool_list_is_cached_and_refreshed_on_list_changed() -> None:
                     await anyio.sleep(0.02)
         assert (await pool.call(spec, {})).text == "dynamic"
         assert pool.connects == 1
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("DELETE FROM users", "statement type DELETE is denied"),
+        ("SELECT * FROM secrets", "table 'secrets' is not in allowed tables"),
+        ("SELECT 1; DROP TABLE users", "statement"),
+    ],
+)
+async def test_sql_guard_refuses_before_dispatch(tmp_path: Path, sql: str, reason: str) -> None:
+    log = tmp_path / "probe.log"
+    config = servers(probe=probe_config(log, sql_tools=["query"]))
+    outcome, (_, steps, _) = await run_build(tmp_path, config, {
+        "tools": ["probe/query", "probe/echo"], "toolParams": {"probe/echo": {"text": "after"}},
+        "security": {"allowed_tables": ["users"]},
+    }, overrides={"toolParams": {"probe/query": {"sql": sql}}})
+    assert outcome.status == "failed"
+    assert [s.status for s in steps] == ["failed", "skipped"]
+    assert steps[0].error.startswith("SQL rejected:") and reason in steps[0].error
+    assert not [e for e in read_log(log) if e.get("tool") == "query"]
+
+
+async def test_sql_guard_lets_allowed_reads_through(tmp_path: Path) -> None:
+    config = servers(probe=probe_config(sql_tools=["query"]))
+    outcome, (_, steps, _) = await run_build(tmp_path, config, {
+        "tools": ["probe/query"], "toolParams": {"probe/query": {"sql": "SELECT id FROM users LIMIT 5"}},
+        "security": {"allowed_tables": ["users"]},
+    })
+    assert outcome.ok and steps[0].result["structuredContent"]["text"] == "SELECT id FROM users LIMIT 5"

@@ -92,6 +92,13 @@ async def sleep(seconds: float, tag: str = "") -> Echoed:
     return Echoed(text=tag or "slept", length=int(seconds * 1000))
 
 
+@server.tool(name="query")
+def query(sql: str) -> Echoed:
+    """Pretend to run SQL (the runner guards it when the config lists this tool in sql_tools)."""
+    note("call", tool="query", sql=sql)
+    return Echoed(text=sql, length=len(sql))
+
+
 @server.tool(name="crash")
 def crash() -> str:
     """Exit the server process at once (a server lost mid-run)."""

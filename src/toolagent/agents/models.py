@@ -82,6 +82,20 @@ class Security(_Strict):
     def _upper(cls, ops: list[str]) -> list[str]:
         return [op.strip().upper() for op in ops]
 
+    @field_validator("allowed_tables")
+    @classmethod
+    def _table_names(cls, tables: list[str] | None) -> list[str] | None:
+        # Checked with the SQL guard's own identifier rules, so a name it could not compare
+        # fails when the definition loads rather than at the first SQL step.
+        from ..sql.names import normalize_table_name
+
+        for name in tables or []:
+            try:
+                normalize_table_name(name)
+            except ValueError as exc:
+                raise ValueError(f"invalid table name {name!r} in allowed_tables: {exc}") from exc
+        return tables
+
 
 class Deliverable(_Strict):
     """The deliverable a BUILD run persists."""

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from . import agents, runs, serve  # noqa: F401  (registers commands)
+from ..sql.cli import sql_app
 from ._app import app
+
+app.add_typer(sql_app, name="sql", help="Check SQL with the guard the runner and the Supabase server use.")
 
 
 def main() -> None:
