@@ -105,7 +105,7 @@ class Database:
         t.schema_migrations.create(conn, checkfirst=True)
         done = {row[0] for row in conn.execute(sa.select(t.schema_migrations.c.version))}
         applied = []
-        for m in MIGRATIONS:
+        for m in sorted(MIGRATIONS, key=lambda m: m.version):
             if m.version in done:
                 continue
             m.apply(conn)
