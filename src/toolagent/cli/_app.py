@@ -69,6 +69,13 @@ def _global_options(
     ),
 ) -> None:
     state.db, state.json, state.debug, state.servers, state.user = db, as_json, debug, servers, user
+    from ..engine.logs import configure_logging
+
+    # TOOLAGENT_LOG_FORMAT=json and TOOLAGENT_LOG_LEVEL turn on structured logs on stderr.
+    try:
+        configure_logging(level="DEBUG" if debug else None)
+    except ToolAgentError as exc:
+        fail(exc.message, exc.exit_code)
 
 
 def run(fn: Callable[[], Awaitable[T]]) -> T:

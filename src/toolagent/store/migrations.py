@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from . import audit_tables as at
 from . import tables as t
 
 
@@ -37,4 +38,5 @@ def _create(*tables: sa.Table) -> Callable[[sa.Connection], None]:
 MIGRATIONS: list[Migration] = [
     Migration(1, "agents", _create(t.agents)),
     Migration(2, "runs, steps and deliverables", _create(t.runs, t.run_steps, t.deliverables)),
+    Migration(4, "audit log", _create(at.audit_log, at.audit_head)),
 ]

@@ -1,0 +1,122 @@
+"""`toolagent audit verify | export | list`: check and read the tamper-evident audit log."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..engine.audit import AuditLog, AuditVerification, check_records
+from ..errors import UsageError
+from ..store import open_store
+from ._app import EXIT_FAILED, EXIT_OK, app, emit_json, err, out, run, state
+
+audit_app = typer.Typer(help="Verify, export and list the audit log.", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
+
+
+def _parse_since(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        since = datetime.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"--since {value!r} is not an ISO date or time: use e.g. 2025-01-31 or 2025-01-31T12:00:00Z") from None
+    return since if since.tzinfo is not None else since.replace(tzinfo=UTC)
+
+
+def _report(result: AuditVerification) -> int:
+    if state.json:
+        emit_json(result.to_json())
+    elif result.ok:
+        out.print(f"ok: {result.rows_checked} rows, chain head {result.head_seq} {result.head_hash}", markup=False)
+    else:
+        err.print(f"[bold red]audit log tampered:[/] first bad row {result.first_bad_seq}: {escape(result.reason or '')}",
+                  markup=True)
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _read_export(path: str) -> list[dict[str, object]]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--file: cannot read {path}: {exc.strerror}") from exc
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{path}:{n}: not a JSON line ({exc.msg})") from exc
+    return records
+
+
+@audit_app.command("verify")
+def verify(
+    file: str | None = typer.Option(
+        None, "--file", "-f", help="Check an exported JSONL file (or - for stdin) instead of the store.",
+    ),
+) -> None:
+    """Check every row's hash and link and the chain head. Exit 0 intact, 1 tampered (first bad row named)."""
+
+    async def body() -> AuditVerification:
+        if file is not None:
+            return check_records(_read_export(file))
+        async with open_store(state.db) as store:
+            return await AuditLog(store.db).verify()
+
+    raise typer.Exit(_report(run(body)))
+
+
+@audit_app.command("export")
+def export(
+    output: str = typer.Option("-", "--output", "-o", help="File to write, or - for stdout."),
+    since: str | None = typer.Option(None, "--since", help="Only rows recorded at or after this ISO time (UTC if no zone)."),
+) -> None:
+    """Write the audit log as JSON lines: every hashed field plus the row's hash."""
+
+    async def body() -> int:
+        start = _parse_since(since)
+        async with open_store(state.db) as store:
+            log = AuditLog(store.db)
+            if output == "-":
+                return await log.export(sys.stdout, since=start)
+            try:
+                return await log.export(Path(output), since=start)
+            except OSError as exc:
+                raise UsageError(f"--output: cannot write {output}: {exc.strerror}") from exc
+
+    count = run(body)
+    if output != "-":
+        err.print(f"wrote {count} audit rows to {output}", markup=False)
+
+
+@audit_app.command("list")
+def list_rows(
+    limit: int = typer.Option(20, "--limit", "-n", min=1, max=10_000, help="How many of the newest rows."),
+) -> None:
+    """Show the newest audit rows, oldest first."""
+
+    async def body() -> None:
+        async with open_store(state.db) as store:
+            rows = list(reversed(await AuditLog(store.db).query(limit=limit, newest_first=True)))
+        if state.json:
+            emit_json([r.to_json() for r in rows])
+            return
+        table = Table("seq", "recorded", "event", "principal", "tool", "decision", "outcome", "ms")
+        table.add_column("reason", no_wrap=True, overflow="ellipsis")
+        for r in rows:
+            cells = (
+                str(r.seq), r.recorded_at.isoformat(timespec="seconds"), r.event, r.principal or "", r.tool or "",
+                r.decision or "", r.outcome or "", f"{r.duration_ms:.0f}" if r.duration_ms is not None else "",
+                (r.reason or "")[:80],
+            )
+            table.add_row(*(escape(c) for c in cells))
+        out.print(table)
+
+    run(body)

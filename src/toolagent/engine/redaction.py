@@ -1,0 +1,298 @@
+"""Secret masking for audit rows, logs and anything else that leaves the process.
+
+Two independent checks, both conservative about what they leave alone:
+
+- **By key.** A mapping value is replaced whole when its key names a secret. Keys are split into
+  word parts (`_`, `-`, `.`, spaces and camelCase), so `api_key`, `apiKey`, `X-Api-Key` and `key`
+  match while `keyword`, `monkey` and `max_tokens` do not. Keys that name *about* a secret
+  (`key_id`, `token_type`, `password_file`) and well-known non-secret keys (`primary_key`,
+  `public_key`, `page_token`) are left alone.
+- **By shape.** Every string is scanned for JWTs, `Bearer` credentials, vendor API keys, PEM
+  private keys, passwords in connection URLs, `password=...` style pairs and long high-entropy
+  hex or base64 runs; only the matched part is replaced, so the rest of a message stays readable.
+
+`None` and booleans are never replaced: they cannot carry a secret and masking them would only
+hide useful facts (`{"token": null}` says no token was sent).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+#: What replaces a secret.
+REDACTED = "[REDACTED]"
+
+#: Word parts that make a key sensitive.
+_SENSITIVE_PARTS = frozenset({
+    "password", "passwords", "passwd", "pwd", "pass", "passphrase",
+    "secret", "secrets",
+    "token",
+    "key",
+    "authorization", "auth",
+    "cookie", "cookies",
+    "credential", "credentials", "creds",
+    "session", "sessionid", "sessid", "phpsessid", "jsessionid",
+    "bearer", "jwt",
+    "signature", "sig",
+    "otp", "pin", "csrf", "xsrf",
+    "dsn",
+})
+#: Single-word compounds of a sensitive word (`apikey`, `accesstoken`).
+_SENSITIVE_COMPOUNDS = frozenset({
+    "apikey", "accesskey", "secretkey", "privatekey", "authkey", "signingkey", "masterkey", "encryptionkey",
+    "sshkey", "licensekey", "webhookkey",
+})
+#: Suffixes that make a whole word part sensitive (`clientsecret`, `authtoken`, `dbpassword`).
+_SENSITIVE_ENDINGS = ("password", "passwd", "secret", "token")
+#: A last part that says the value is *about* a secret, not the secret itself.
+_ABOUT_SUFFIXES = frozenset({
+    "id", "ids", "name", "names", "type", "kind", "count", "length", "len", "size", "expires", "expiry",
+    "expiration", "ttl", "at", "url", "uri", "endpoint", "path", "file", "header", "hint", "field", "policy",
+    "required", "enabled", "present", "label", "format", "algorithm", "alg", "version", "source", "env", "scope",
+    "scopes", "prefix", "status", "method",
+})
+#: Parts before `key` / `token` that make them ordinary data, not credentials.
+_HARMLESS_QUALIFIERS = frozenset({
+    "primary", "foreign", "sort", "partition", "cache", "idempotency", "hash", "range", "composite", "unique",
+    "lookup", "object", "dedup", "dedupe", "group", "routing", "shard", "row", "column", "public", "hot",
+    "page", "next", "continuation", "pagination", "cursor", "sync", "max", "min",
+})
+#: Parts that name secrets even when a harmless-looking suffix follows (`session_id`).
+_ALWAYS_SECRET = frozenset({"session", "sessionid", "sessid", "phpsessid", "jsessionid", "csrf", "xsrf"})
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[\s_.\-/:]+")
+
+
+def key_parts(key: str) -> list[str]:
+    """Split a key into lowercase word parts: `xApiKey` and `x-api-key` give `['x', 'api', 'key']`."""
+    return [p.lower() for chunk in _SEPARATORS.split(key) for p in _CAMEL.split(chunk) if p]
+
+
+@functools.lru_cache(maxsize=4096)
+def is_sensitive_key(key: str) -> bool:
+    """True when a value stored under `key` should be treated as a secret."""
+    parts = key_parts(key)
+    if not parts:
+        return False
+    hits = [i for i, p in enumerate(parts) if _part_is_sensitive(p)]
+    if not hits:
+        return False
+    if any(parts[i] in _ALWAYS_SECRET for i in hits):
+        return True
+    if len(parts) > 1 and parts[-1] in _ABOUT_SUFFIXES:
+        return False
+    last = hits[-1]
+    if last > 0 and parts[last - 1] in _HARMLESS_QUALIFIERS and parts[last] in ("key", "token"):
+        return False
+    return True
+
+
+def _part_is_sensitive(part: str) -> bool:
+    return part in _SENSITIVE_PARTS or part in _SENSITIVE_COMPOUNDS or (
+        len(part) > 6 and part.endswith(_SENSITIVE_ENDINGS)
+    )
+
+
+# --- shapes ------------------------------------------------------------------------------------
+
+_B64URL = r"[A-Za-z0-9_-]"
+_PEM = re.compile(
+    r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY)-----.*?(?:-----END (?P=kind)-----|\Z)", re.DOTALL
+)
+# Token-like matches start only where a token cannot continue, so a long run is scanned once.
+_START = r"(?<![A-Za-z0-9_\-])"
+_JWT = re.compile(rf"{_START}eyJ{_B64URL}{{6,}}\.{_B64URL}{{6,}}\.{_B64URL}*")
+# Greedy up to the last `@` of the authority, so a password holding a raw `@` is masked whole.
+_URL_PASSWORD = re.compile(r"(?P<head>(?<![a-zA-Z0-9+.\-])[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@?#]*:)(?P<secret>[^\s/?#]+)(?=@)")
+_AUTH_HEADER = re.compile(
+    r"(?P<head>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:basic|bearer|digest|token|negotiate|ntlm|apikey)\s+)?)"
+    r"(?P<secret>[^\s\"',;]+)",
+    re.IGNORECASE,
+)
+_BEARER = re.compile(r"(?P<head>\bbearer\s+)(?P<secret>[A-Za-z0-9._~+/=\-]{8,})", re.IGNORECASE)
+_VENDOR_KEYS = re.compile(
+    _START + "(?:" + "|".join((
+        r"\bsk-[A-Za-z0-9_\-]{20,}",                      # OpenAI, Anthropic (sk-ant-...), DeepSeek
+        r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}",     # Stripe secret and restricted keys
+        r"\bwhsec_[A-Za-z0-9]{20,}",                       # Stripe webhook secrets
+        r"\bgh[pousr]_[A-Za-z0-9]{30,}",                   # GitHub tokens
+        r"\bgithub_pat_[A-Za-z0-9_]{20,}",
+        r"\bglpat-[A-Za-z0-9_\-]{20,}",                    # GitLab
+        r"\bxox[abprse]-[A-Za-z0-9\-]{10,}",               # Slack
+        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",                  # AWS access key ids
+        r"\bAIza[0-9A-Za-z_\-]{35}",                       # Google API keys
+        r"\bnpm_[A-Za-z0-9]{36}\b",
+        r"\bhf_[A-Za-z0-9]{30,}",                          # Hugging Face
+        r"\bta_[A-Za-z0-9_\-]{20,}",                       # toolagent's own API keys
+    )) + ")"
+)
+# `password=...`, `"api_key": "..."`, `X-Api-Key: ...`: the key is judged by `is_sensitive_key`, and
+# only then is its value matched, so a harmless pair (`https://...`) never swallows a later one
+# (`?token=...`). Keys start only where a key cannot continue, which keeps the scan linear.
+_PAIR = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>[\"']?\s*[:=]\s*(?P<quote>[\"'])?)")
+_QUOTED_VALUE = re.compile(r"[^\"'\n]+")
+_BARE_VALUE = re.compile(r"[^\s\"'&,;}\]]+")
+_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{32,}={0,2}(?![A-Za-z0-9+/=_\-])")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+#: Bits per character above which a mixed-case alphanumeric run is taken for random key material.
+_ENTROPY_BITS = 4.0
+_WORDS = re.compile(r"[a-z]{4,}|[A-Z]{4,}|[A-Z][a-z]{3,}")
+_MAX_WORDINESS = 0.55
+#: Shortest run the entropy check looks at.
+MIN_SECRET_RUN = 32
+
+
+def _entropy(s: str) -> float:
+    n = len(s)
+    return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
+
+
+def _wordiness(s: str) -> float:
+    # Share of characters inside word-like letter runs: about 0.2 for random base64, above 0.7
+    # for identifiers such as `getUserAccountSettingsByOrganizationId42`.
+    return sum(map(len, _WORDS.findall(s))) / len(s)
+
+
+def looks_random(s: str) -> bool:
+    """True for a 32+ character hex or base64 run that looks like key material, not a word or path."""
+    body = s.rstrip("=")
+    if len(body) < MIN_SECRET_RUN:
+        return False
+    if _HEX.fullmatch(body):
+        # Hex keys and digests look alike; a 32+ digit hex run in a payload is treated as a secret.
+        return len(set(body.lower())) >= 8 and not body.isdigit() and any(c.isdigit() for c in body)
+    if body.count("/") > len(body) // 10 or "//" in body:
+        return False  # a path, not base64
+    classes = sum((any(c.islower() for c in body), any(c.isupper() for c in body), any(c.isdigit() for c in body)))
+    return classes == 3 and _entropy(body) >= _ENTROPY_BITS and _wordiness(body) < _MAX_WORDINESS
+
+
+def _sub_group(pattern: re.Pattern[str], text: str) -> str:
+    def keep_head(m: re.Match[str]) -> str:
+        return m.group(0)[: m.start("secret") - m.start(0)] + REDACTED
+
+    return pattern.sub(keep_head, text)
+
+
+# Values a sensitive key may hold that are not secrets; an auth scheme is followed by the
+# credential, which `_AUTH_HEADER` and `_BEARER` have masked already.
+_LITERALS = frozenset({
+    "null", "none", "true", "false", "[redacted]", "basic", "bearer", "digest", "token", "negotiate", "ntlm",
+})
+
+
+def _sub_pairs(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    while (m := _PAIR.search(text, pos)) is not None:
+        out.append(text[pos:m.end()])
+        pos = m.end()
+        if not is_sensitive_key(m.group("key")):
+            continue
+        value = (_QUOTED_VALUE if m.group("quote") else _BARE_VALUE).match(text, pos)
+        if value is None:
+            continue
+        words = value.group().split(maxsplit=1)
+        if not words or (words[0].lower() in _LITERALS and (len(words) == 1 or words[1] == REDACTED)):
+            continue
+        out.append(REDACTED)
+        pos = value.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _sub_bearer(m: re.Match[str]) -> str:
+    # "the bearer instrument" is prose: a credential has a digit or punctuation, or is long.
+    secret = m.group("secret")
+    if len(secret) >= 20 or any(c.isdigit() or c in "._~+/=-" for c in secret):
+        return m.group("head") + REDACTED
+    return m.group(0)
+
+
+def _sub_random(m: re.Match[str]) -> str:
+    return REDACTED if looks_random(m.group(0)) else m.group(0)
+
+
+_STEPS: tuple[Callable[[str], str], ...] = (
+    lambda s: _PEM.sub(REDACTED, s),
+    lambda s: _JWT.sub(REDACTED, s),
+    lambda s: _sub_group(_URL_PASSWORD, s),
+    lambda s: _sub_group(_AUTH_HEADER, s),
+    lambda s: _BEARER.sub(_sub_bearer, s),
+    lambda s: _VENDOR_KEYS.sub(REDACTED, s),
+    _sub_pairs,
+    lambda s: _CANDIDATE.sub(_sub_random, s),
+)
+
+
+def redact_text(text: str) -> str:
+    """Replace every secret-shaped part of `text` (a log line, an error message, a URL) by `[REDACTED]`."""
+    if not text:
+        return text
+    for step in _STEPS:
+        text = step(text)
+    return text
+
+
+def redact(obj: Any) -> Any:
+    """A deep copy of `obj` with secrets replaced by `"[REDACTED]"`.
+
+    Mappings become dicts, lists and tuples keep their type; values under a sensitive key are
+    replaced whole (unless `None` or a bool), and every string anywhere is passed through
+    `redact_text`. Bytes of 32 or more are replaced whole (they cannot be read as text);
+    objects of other types are deep-copied unchanged.
+
+    Args:
+        obj: JSON-like data: tool arguments, results, headers, config.
+
+    Returns:
+        The redacted copy; `obj` itself is not modified.
+    """
+    return _redact(obj, 0)
+
+
+#: Nesting deeper than this is cut off rather than recursed into.
+MAX_DEPTH = 64
+
+
+def _redact(obj: Any, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        return REDACTED
+    if isinstance(obj, str):
+        return redact_text(obj)
+    if obj is None or isinstance(obj, (bool, int, float)):
+        return obj
+    if isinstance(obj, Mapping):
+        out: dict[Any, Any] = {}
+        for k, v in obj.items():
+            if isinstance(k, str) and is_sensitive_key(k) and v is not None and not isinstance(v, bool):
+                out[k] = REDACTED
+            else:
+                out[k] = _redact(v, depth + 1)
+        return out
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        items = [_redact(v, depth + 1) for v in obj]
+        if isinstance(obj, list):
+            return items
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            return type(obj)(*items)  # a namedtuple
+        try:
+            return type(obj)(items)
+        except TypeError:
+            return items
+    if isinstance(obj, (bytes, bytearray)):
+        return REDACTED if len(obj) >= MIN_SECRET_RUN else bytes(obj)
+    try:
+        return copy.deepcopy(obj)
+    except Exception:  # noqa: BLE001 - an uncopyable object is passed through as-is
+        return obj
+
+
+__all__ = ["MAX_DEPTH", "MIN_SECRET_RUN", "REDACTED", "is_sensitive_key", "key_parts", "looks_random", "redact", "redact_text"]
