@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from . import audit_tables as at
+from . import engine_tables as et
 from . import tables as t
 
 
@@ -38,5 +39,6 @@ def _create(*tables: sa.Table) -> Callable[[sa.Connection], None]:
 MIGRATIONS: list[Migration] = [
     Migration(1, "agents", _create(t.agents)),
     Migration(2, "runs, steps and deliverables", _create(t.runs, t.run_steps, t.deliverables)),
+    Migration(3, "engine: principals, keys, executions, limits", _create(*et.ENGINE_TABLES)),
     Migration(4, "audit log", _create(at.audit_log, at.audit_head)),
 ]

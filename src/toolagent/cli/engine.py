@@ -1,0 +1,394 @@
+"""`toolagent users | keys | executions | history | metrics`: principals, API keys and the engine's records.
+
+Commands that read executions act as the user given by `--user` / `TOOLAGENT_USER`, else as the
+local user (created on first use). `users` and `keys` administer the store itself: whoever can
+open the store can change it, so they are not gated by a level.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..engine import Engine, EngineConfig, Execution, HistoryQuery
+from ..engine.permissions import LEVELS, PLANS
+from ..errors import UsageError
+from ..store import open_store
+from ._app import app, emit_json, err, out, run, state
+
+users_app = typer.Typer(help="Users: permission level and plan.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys: create (shown once), list, revoke.", no_args_is_help=True)
+executions_app = typer.Typer(help="Tool executions: running ones, one in full, cancel, prune.", no_args_is_help=True)
+app.add_typer(users_app, name="users")
+app.add_typer(keys_app, name="keys")
+app.add_typer(executions_app, name="executions")
+
+_LEVELS_HELP = ", ".join(LEVELS)
+_PLANS_HELP = ", ".join(PLANS)
+
+
+@contextlib.asynccontextmanager
+async def _engine() -> AsyncIterator[Engine]:
+    async with open_store(state.db) as store, Engine(store, config=EngineConfig.load()) as engine:
+        yield engine
+
+
+def _when(value: datetime | None) -> str:
+    return value.isoformat(timespec="seconds") if value is not None else ""
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.0f}" if value is not None else ""
+
+
+def parse_time(value: str | None, option: str, *, end_of_day: bool = False) -> datetime | None:
+    """An ISO date or time (UTC when no zone); a bare date with `end_of_day` means the next midnight.
+
+    Raises:
+        UsageError: not ISO.
+    """
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"{option} {value!r} is not an ISO date or time: use e.g. 2025-01-31 or 2025-01-31T12:00:00Z") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    if end_of_day and len(value) == 10:
+        moment += timedelta(days=1)
+    return moment
+
+
+# -- users ---------------------------------------------------------------------------------------
+
+
+@users_app.command("add")
+def users_add(
+    name: str = typer.Argument(..., help="User name."),
+    level: str | None = typer.Option(None, "--level", "-l", help=f"Permission level: {_LEVELS_HELP}. Default: the plan's."),
+    plan: str = typer.Option("free", "--plan", "-p", help=f"Plan: {_PLANS_HELP}."),
+) -> None:
+    """Add a user."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            user = await engine.principals.add_user(name, level=level, plan=plan)
+        if state.json:
+            emit_json(user.to_json())
+        else:
+            out.print(f"added user {user.name} ({user.level}, plan {user.plan})", markup=False)
+
+    run(body)
+
+
+@users_app.command("list")
+def users_list() -> None:
+    """List users."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            users = await engine.principals.list_users()
+        if state.json:
+            emit_json([u.to_json() for u in users])
+            return
+        table = Table("user", "level", "plan", "created")
+        for u in users:
+            table.add_row(u.name, u.level, u.plan, _when(u.created_at))
+        out.print(table)
+
+    run(body)
+
+
+@users_app.command("show")
+def users_show(name: str = typer.Argument(..., help="User name.")) -> None:
+    """Show a user with where its rate limits and monthly budget stand."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            user = await engine.principals.get_user(name)
+            usage = await engine.limit_status(user)
+        if state.json:
+            emit_json({**user.to_json(), "limits": [u.to_json() for u in usage]})
+            return
+        out.print(f"{user.name}: {user.level}, plan {user.plan}", markup=False)
+        for u in usage:
+            out.print(f"  {u.scope}: {u.used}/{u.limit} used, resets in {u.reset_in_s:.0f} s", markup=False)
+
+    run(body)
+
+
+@users_app.command("set-level")
+def users_set_level(
+    name: str = typer.Argument(..., help="User name."),
+    level: str = typer.Argument(..., help=f"New level: {_LEVELS_HELP}."),
+) -> None:
+    """Change a user's permission level."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            user = await engine.principals.set_level(name, level)
+        if state.json:
+            emit_json(user.to_json())
+        else:
+            out.print(f"user {user.name} is now {user.level}", markup=False)
+
+    run(body)
+
+
+@users_app.command("set-plan")
+def users_set_plan(
+    name: str = typer.Argument(..., help="User name."),
+    plan: str = typer.Argument(..., help=f"New plan: {_PLANS_HELP}."),
+) -> None:
+    """Change a user's plan (its rate limit and monthly budget; the level stays)."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            user = await engine.principals.set_plan(name, plan)
+        if state.json:
+            emit_json(user.to_json())
+        else:
+            out.print(f"user {user.name} is now on plan {user.plan}", markup=False)
+
+    run(body)
+
+
+# -- keys ----------------------------------------------------------------------------------------
+
+
+@keys_app.command("create")
+def keys_create(
+    user: str = typer.Option(..., "--user", "-u", help="The user the key acts for."),
+    scope: list[str] = typer.Option(
+        [], "--scope", "-s", help="Scope, repeatable: '*' (default), 'agent:execute:*' or 'agent:execute:CATEGORY'.",
+    ),
+    label: str | None = typer.Option(None, "--label", help="A name to recognize the key by."),
+) -> None:
+    """Create an API key. The key is printed once: store it now."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            key, raw = await engine.principals.create_key(user, scopes=scope, label=label)
+        if state.json:
+            emit_json({**key.to_json(), "key": raw})
+        else:
+            print(raw)
+            err.print(f"key {key.id} for {key.user} (scopes {' '.join(key.scopes)}): shown only now", markup=False)
+
+    run(body)
+
+
+@keys_app.command("list")
+def keys_list(user: str | None = typer.Option(None, "--user", "-u", help="Only this user's keys.")) -> None:
+    """List API keys (ids and prefixes, never the keys)."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            keys = await engine.principals.list_keys(user)
+        if state.json:
+            emit_json([k.to_json() for k in keys])
+            return
+        table = Table("id", "user", "prefix", "scopes", "created", "revoked", "label")
+        for k in keys:
+            table.add_row(k.id, k.user, k.prefix + "…", " ".join(k.scopes), _when(k.created_at), _when(k.revoked_at),
+                          k.label or "")
+        out.print(table)
+
+    run(body)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str = typer.Argument(..., help="Key id (key_...).")) -> None:
+    """Revoke an API key: it stops working at once, in every process."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            key = await engine.principals.revoke_key(key_id)
+        if state.json:
+            emit_json(key.to_json())
+        else:
+            out.print(f"revoked {key.id} ({key.user}) at {_when(key.revoked_at)}", markup=False)
+
+    run(body)
+
+
+# -- executions ----------------------------------------------------------------------------------
+
+
+def _print_execution(e: Execution) -> None:
+    out.print(f"[bold]{escape(e.id)}[/] {escape(e.tool)} ({e.category}, risk {e.risk}): {e.status}", markup=True)
+    out.print(f"  user {e.user} ({e.level or '?'})" + (f", key {e.api_key_id}" if e.api_key_id else "")
+              + (f", run {e.run_id}" if e.run_id else "") + (f", session {e.session_id}" if e.session_id else ""),
+              markup=False)
+    took = f"{e.duration_ms:.0f} ms" if e.duration_ms is not None else "running"
+    out.print(f"  started {_when(e.started_at)}, {took}, timeout {e.timeout_ms} ms", markup=False)
+    for label, value in (("reason", e.reason), ("error", e.error), ("cancel requested by", e.cancel_requested_by)):
+        if value:
+            out.print(f"  {label}: {value}", markup=False)
+
+
+@executions_app.command("active")
+def executions_active() -> None:
+    """List running executions (yours; an admin sees everyone's) with their running time."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            me = await engine.principals.resolve_cli_user(state.user)
+            rows = await engine.active(me)
+            now = datetime.now(UTC)
+        if state.json:
+            emit_json({"executions": [e.to_json(now=now) for e in rows], "count": len(rows)})
+            return
+        table = Table("execution", "tool", "category", "user", "started", "running ms")
+        for e in rows:
+            table.add_row(e.id, e.tool, e.category, e.user, _when(e.started_at), _ms(e.running_time_ms(now)))
+        out.print(table)
+        err.print(f"{len(rows)} running", markup=False)
+
+    run(body)
+
+
+@executions_app.command("show")
+def executions_show(execution_id: str = typer.Argument(..., help="Execution id (exec_...).")) -> None:
+    """Show one execution (yours, or any for an admin)."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            me = await engine.principals.resolve_cli_user(state.user)
+            e = await engine.get_execution(execution_id, me)
+        if state.json:
+            emit_json(e.to_json())
+        else:
+            _print_execution(e)
+
+    run(body)
+
+
+@executions_app.command("cancel")
+def executions_cancel(
+    execution_id: str = typer.Argument(..., help="Execution id (exec_...)."),
+    wait_s: float = typer.Option(5.0, "--wait", min=0, help="Seconds to wait for it to stop."),
+) -> None:
+    """Cancel a running execution, in this process or another. Exit 0 when it stopped, 1 if still running."""
+
+    async def body() -> int:
+        async with _engine() as engine:
+            me = await engine.principals.resolve_cli_user(state.user)
+            e = await engine.cancel(execution_id, me, wait_s=wait_s)
+        if state.json:
+            emit_json({"success": e.status != "running", "executionId": e.id, "status": e.status, "reason": e.reason,
+                       "message": f"execution {e.id} {'is ' + e.status if e.status != 'running' else 'asked to cancel'}",
+                       "timestamp": datetime.now(UTC).isoformat()})
+        elif e.status == "running":
+            err.print(f"asked {e.id} to cancel; its process has not stopped it yet", markup=False)
+        else:
+            out.print(f"{e.id}: {e.status}" + (f" ({e.reason})" if e.reason else ""), markup=False)
+        return 0 if e.status != "running" else 1
+
+    raise typer.Exit(run(body))
+
+
+@executions_app.command("prune")
+def executions_prune(
+    older_than_days: int | None = typer.Option(
+        None, "--older-than-days", min=0, help="Delete executions that ended this many days ago. Default: retention_days.",
+    ),
+) -> None:
+    """Delete old finished executions (running ones are kept)."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            n = await engine.prune(older_than_days)
+        if state.json:
+            emit_json({"deleted": n})
+        else:
+            out.print(f"deleted {n} executions", markup=False)
+
+    run(body)
+
+
+# -- history and metrics -------------------------------------------------------------------------
+
+
+@app.command("history")
+def history(
+    tool: str | None = typer.Option(None, "--tool", help="Only this tool (namespace/tool)."),
+    category: str | None = typer.Option(None, "--category", help="Only this category."),
+    status: str | None = typer.Option(None, "--status", help="running, success, failed or cancelled."),
+    since: str | None = typer.Option(None, "--since", help="Started at or after (ISO date/time, UTC if no zone)."),
+    until: str | None = typer.Option(None, "--until", help="Started before (a bare date includes that whole day)."),
+    limit: int = typer.Option(50, "--limit", help="Page size, 1-100."),
+    offset: int = typer.Option(0, "--offset", help="Rows to skip."),
+    all_users: bool = typer.Option(False, "--all", help="Everyone's executions (admins only)."),
+    user: str | None = typer.Option(None, "--of", help="One user's executions (admins only)."),
+) -> None:
+    """Your tool executions, newest first, with statistics over everything the filters match."""
+
+    async def body() -> None:
+        query = HistoryQuery(
+            tool=tool, category=category, status=status, since=parse_time(since, "--since"),
+            until=parse_time(until, "--until", end_of_day=True), limit=limit, offset=offset, all_users=all_users,
+            user=user,
+        )
+        async with _engine() as engine:
+            me = await engine.principals.resolve_cli_user(state.user)
+            page = await engine.history(me, query)
+        if state.json:
+            emit_json(page.to_json())
+            return
+        table = Table("execution", "tool", "user", "status", "started", "ms", "reason / error")
+        for e in page.executions:
+            table.add_row(e.id, e.tool, e.user, e.status, _when(e.started_at), _ms(e.duration_ms),
+                          escape((e.reason or e.error or "")[:80]))
+        out.print(table)
+        s = page.stats
+        err.print(f"{len(page.executions)} of {page.total_count} (offset {page.offset}); success {s.success}, "
+                  f"failed {s.failed} (denied {s.denied}), cancelled {s.cancelled}, running {s.running}; "
+                  f"average {s.average_ms:.0f} ms", markup=False)
+
+    run(body)
+
+
+@app.command("metrics")
+def metrics(
+    tool: str | None = typer.Option(None, "--tool", help="Only this tool."),
+    prometheus: bool = typer.Option(False, "--prometheus", help="Prometheus text exposition instead of tables."),
+) -> None:
+    """Tool metrics from the store: per tool, per user, per category, most used, denials, running."""
+
+    async def body() -> None:
+        async with _engine() as engine:
+            me = await engine.principals.resolve_cli_user(state.user)
+            snap = await engine.metrics(tool, principal=me)
+        if prometheus:
+            from ..engine.prometheus import render
+
+            print(render(snap.to_prometheus()), end="")
+            return
+        if state.json:
+            emit_json(snap.to_json())
+            return
+        table = Table("tool", "category", "calls", "ok", "failed", "cancelled", "avg ms", "p50 ms", "p95 ms", "last")
+        for t in snap.tools:
+            table.add_row(t.tool, t.category, str(t.invocations), str(t.successes), str(t.failures), str(t.cancelled),
+                          _ms(t.average_ms), _ms(t.p50_ms), _ms(t.p95_ms), _when(t.last_invoked))
+        out.print(table)
+        if snap.users:
+            users = Table("user", "total", "ok", "failed", "cancelled", "denied", "avg ms")
+            for u in snap.users:
+                users.add_row(u.user, str(u.total), str(u.success), str(u.failed), str(u.cancelled), str(u.denied),
+                              _ms(u.average_ms))
+            out.print(users)
+        if snap.denials:
+            out.print("denials: " + ", ".join(f"{d.tool} {d.reason} x{d.count}" for d in snap.denials), markup=False)
+        if snap.most_used:
+            out.print("most used: " + ", ".join(f"{n} ({c})" for n, c in snap.most_used), markup=False)
+        out.print(f"running now: {snap.active}", markup=False)
+
+    run(body)

@@ -1,0 +1,224 @@
+"""Rate limits and monthly budgets, counted in the store so every process shares them.
+
+Each limit is a fixed-window counter row in `limit_counters` (see `store/engine_tables.py`):
+
+- the plan's calls per minute per user (`rate|USER`), windows aligned on the clock's minutes;
+- per-user limits on a category or a tool, when the config sets them (`rate|USER|category:C`,
+  `rate|USER|tool:T`);
+- the plan's tool calls per calendar month, UTC (`budget|USER`).
+
+A call takes one unit from every counter that applies, in that order, inside the caller's
+transaction; the first counter that is full raises `RateLimited` (or `BudgetExceeded`) and the
+transaction rolls back, so a refused call uses up nothing. Taking a unit is one conditional
+`UPDATE ... SET calls = calls + 1 WHERE ... AND calls < limit RETURNING calls`, which SQLite
+runs under its database write lock and PostgreSQL under the row's lock (re-checking the
+condition once a concurrent writer commits): in a window the N-th call passes and the N+1-th
+does not, however many tasks and processes race. Counters are always taken in the same order,
+so two transactions never wait on each other's rows in a cycle.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..errors import BudgetExceeded, RateLimited
+from ..store import engine_tables as et
+from ..store.db import Database
+from .config import EngineConfig
+
+#: Length of a rate window.
+RATE_WINDOW_S = 60
+
+Clock = Callable[[], float]
+LimitKind = Literal["rate", "budget"]
+
+
+@dataclass(frozen=True)
+class LimitRule:
+    """One counter that applies to a call."""
+
+    key: str
+    """The counter's row key."""
+    kind: LimitKind
+    """`rate` (per minute) or `budget` (per month)."""
+    scope: str
+    """What it limits, for messages: `calls per minute`, `calls per minute to tools of category shell`, ..."""
+    limit: int
+    """Calls allowed per window."""
+    window_no: int
+    """The current window's number."""
+    reset_at_s: float
+    """When the current window ends (clock seconds)."""
+
+
+@dataclass(frozen=True)
+class LimitStatus:
+    """Where one counter stands (rate-limit headers, `users usage`)."""
+
+    kind: LimitKind
+    """`rate` or `budget`."""
+    scope: str
+    """What it limits."""
+    limit: int
+    """Calls allowed per window."""
+    used: int
+    """Calls counted in the current window."""
+    reset_in_s: float
+    """Seconds until the window ends."""
+
+    @property
+    def remaining(self) -> int:
+        """Calls left in the current window."""
+        return max(0, self.limit - self.used)
+
+    def to_json(self) -> dict[str, Any]:
+        """CLI/API form."""
+        return {"kind": self.kind, "scope": self.scope, "limit": self.limit, "used": self.used,
+                "remaining": self.remaining, "resetInSeconds": round(self.reset_in_s, 3)}
+
+
+class BudgetUsedUp(BudgetExceeded):
+    """The monthly tool-call budget of the caller's plan is used up (TOO_MANY_REQUESTS)."""
+
+    def __init__(self, message: str, *, limit: int, retry_after_s: float) -> None:
+        self.limit = limit
+        self.remaining = 0
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+def month_window(now_s: float) -> tuple[int, float]:
+    """The calendar month (UTC) holding `now_s`: its number and when it ends."""
+    moment = datetime.fromtimestamp(now_s, UTC)
+    number = moment.year * 12 + moment.month - 1
+    year, month = divmod(number + 1, 12)
+    return number, datetime(year, month + 1, 1, tzinfo=UTC).timestamp()
+
+
+def _scope_text(kind: LimitKind, target: str | None) -> str:
+    if kind == "budget":
+        return "tool calls per month"
+    return "calls per minute" + (f" to {target}" if target else "")
+
+
+class Limits:
+    """Counts calls against the rate limits and budgets of the engine config."""
+
+    def __init__(self, db: Database, config: EngineConfig | None = None, *, clock: Clock = time.time) -> None:
+        self.db = db
+        self.config = config or EngineConfig()
+        self.clock = clock
+
+    def rules(self, user: str, plan: str, *, tool: str | None = None, category: str | None = None,
+              now_s: float | None = None) -> list[LimitRule]:
+        """The counters a call by `user` to `tool` (of `category`) takes from, in taking order."""
+        now = self.clock() if now_s is None else now_s
+        minute = int(now // RATE_WINDOW_S)
+        minute_end = (minute + 1) * RATE_WINDOW_S
+        settings = self.config.plan(plan)
+        out: list[LimitRule] = []
+        if settings.rate_per_minute is not None:
+            out.append(LimitRule(f"rate|{user}", "rate", _scope_text("rate", None), settings.rate_per_minute, minute, minute_end))
+        if category is not None and category in self.config.category_rate_per_minute:
+            out.append(LimitRule(f"rate|{user}|category:{category}", "rate",
+                                 _scope_text("rate", f"tools of category {category}"),
+                                 self.config.category_rate_per_minute[category], minute, minute_end))
+        if tool is not None and tool in self.config.tool_rate_per_minute:
+            out.append(LimitRule(f"rate|{user}|tool:{tool}", "rate", _scope_text("rate", f"'{tool}'"),
+                                 self.config.tool_rate_per_minute[tool], minute, minute_end))
+        if settings.monthly_budget is not None:
+            month, month_end = month_window(now)
+            out.append(LimitRule(f"budget|{user}", "budget", _scope_text("budget", None), settings.monthly_budget,
+                                 month, month_end))
+        return out
+
+    async def consume(self, conn: AsyncConnection, user: str, plan: str, *, tool: str, category: str) -> list[LimitStatus]:
+        """Take one call from every counter that applies, inside `conn`'s transaction.
+
+        Returns:
+            Where each counter stands after this call.
+
+        Raises:
+            RateLimited: a rate counter is full (the transaction must be rolled back: raising does it).
+            BudgetExceeded: the monthly budget is used up.
+        """
+        now = self.clock()
+        statuses: list[LimitStatus] = []
+        for rule in self.rules(user, plan, tool=tool, category=category, now_s=now):
+            used = await self._take(conn, rule)
+            reset_in = max(0.0, rule.reset_at_s - now)
+            if used is None:
+                raise self._refusal(user, plan, rule, reset_in)
+            statuses.append(LimitStatus(rule.kind, rule.scope, rule.limit, used, reset_in))
+        return statuses
+
+    async def take(self, user: str, plan: str, *, tool: str, category: str) -> list[LimitStatus]:
+        """`consume` in a transaction of its own."""
+        async with self.db.begin() as conn:
+            return await self.consume(conn, user, plan, tool=tool, category=category)
+
+    async def usage(self, user: str, plan: str, *, tool: str | None = None, category: str | None = None) -> list[LimitStatus]:
+        """Where the counters of `user` stand now, without counting anything."""
+        now = self.clock()
+        rules = self.rules(user, plan, tool=tool, category=category, now_s=now)
+        if not rules:
+            return []
+        c = et.limit_counters.c
+        async with self.db.begin() as conn:
+            rows = {r.key: r for r in await conn.execute(
+                sa.select(c.key, c.window_no, c.calls).where(c.key.in_([r.key for r in rules])))}
+        out = []
+        for rule in rules:
+            row = rows.get(rule.key)
+            used = int(row.calls) if row is not None and int(row.window_no) == rule.window_no else 0
+            out.append(LimitStatus(rule.kind, rule.scope, rule.limit, used, max(0.0, rule.reset_at_s - now)))
+        return out
+
+    async def _take(self, conn: AsyncConnection, rule: LimitRule) -> int | None:
+        """One unit from `rule`'s counter: the calls counted now, or None when it is full."""
+        t = et.limit_counters
+        c = t.c
+        bump = (t.update()
+                .where((c.key == rule.key) & (c.window_no == rule.window_no) & (c.calls < rule.limit))
+                .values(calls=c.calls + 1).returning(c.calls))
+        row = (await conn.execute(bump)).first()
+        if row is not None:
+            return int(row.calls)
+        # No row for this window: an older window's row starts over, else the first row is made.
+        # `<` rather than `!=`: a process whose clock lags must not reset a newer window.
+        reset = (t.update().where((c.key == rule.key) & (c.window_no < rule.window_no))
+                 .values(window_no=rule.window_no, calls=1).returning(c.calls))
+        if (await conn.execute(reset)).first() is not None:
+            return 1
+        insert_fn = sqlite.insert if self.db.is_sqlite else postgresql.insert
+        create = (insert_fn(t).values(key=rule.key, window_no=rule.window_no, calls=1)
+                  .on_conflict_do_nothing(index_elements=[c.key]).returning(c.calls))
+        if (await conn.execute(create)).first() is not None:
+            return 1
+        # Another transaction made or reset the row meanwhile: count against it.
+        row = (await conn.execute(bump)).first()
+        return int(row.calls) if row is not None else None
+
+    def _refusal(self, user: str, plan: str, rule: LimitRule, reset_in_s: float) -> RateLimited | BudgetUsedUp:
+        if rule.kind == "budget":
+            resets = datetime.fromtimestamp(rule.reset_at_s, UTC).date().isoformat()
+            return BudgetUsedUp(
+                f"user '{user}' has used the monthly budget of plan {plan} ({rule.limit} tool calls per month); "
+                f"it resets on {resets} UTC — or move the user to a larger plan with `toolagent users set-plan {user} PLAN`",
+                limit=rule.limit, retry_after_s=reset_in_s,
+            )
+        return RateLimited(
+            f"user '{user}' exceeded the rate limit of {rule.limit} {rule.scope}; retry in {max(1, round(reset_in_s))} s",
+            limit=rule.limit, remaining=0, retry_after_s=reset_in_s,
+        )
+
+
+__all__ = ["RATE_WINDOW_S", "BudgetUsedUp", "LimitRule", "LimitStatus", "Limits", "month_window"]

@@ -1,0 +1,229 @@
+"""Permission levels, tool risk, categories, API key scopes and the gate's pure decision.
+
+The matrix (PRD FR-007 / FR-008):
+
+| level \\ risk      | safe | moderate | dangerous |
+| ---                | ---  | ---      | ---       |
+| `view_only`        | no   | no       | no        |
+| `execute_basic`    | yes  | no       | no        |
+| `execute_advanced` | yes  | yes      | no        |
+| `admin`            | yes  | yes      | yes       |
+
+`decide` runs the checks that need no I/O, in the gate's order: the tool is enabled, it is in
+the agent's tool list (BUILD steps), the caller's level covers its risk, the API key (if one is
+used) is active and in scope. Rate limits and budgets come after it and live in `limits.py`,
+because they count in the store. `decide` allocates nothing on the allow path, so it costs a
+few dictionary lookups (see `bench/engine.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Literal
+
+from ..errors import PermissionDenied, UsageError
+
+Level = Literal["view_only", "execute_basic", "execute_advanced", "admin"]
+Risk = Literal["safe", "moderate", "dangerous"]
+Category = Literal["browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent"]
+Plan = Literal["free", "starter", "team", "enterprise"]
+
+#: Permission levels, weakest first.
+LEVELS: Final[tuple[Level, ...]] = ("view_only", "execute_basic", "execute_advanced", "admin")
+#: Risk levels, mildest first.
+RISKS: Final[tuple[Risk, ...]] = ("safe", "moderate", "dangerous")
+#: The ten tool categories of PRD FR-003.
+CATEGORIES: Final[tuple[Category, ...]] = (
+    "browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent",
+)
+#: Subscription plans.
+PLANS: Final[tuple[Plan, ...]] = ("free", "starter", "team", "enterprise")
+
+#: The riskiest tool each level may run (`None`: nothing).
+MAX_RISK: Final[dict[str, Risk | None]] = {
+    "view_only": None, "execute_basic": "safe", "execute_advanced": "moderate", "admin": "dangerous",
+}
+_RISK_RANK: Final[dict[str, int]] = {r: i for i, r in enumerate(RISKS)}
+# (level, risk) -> allowed; built once so the hot path is one dict lookup.
+_MATRIX: Final[dict[tuple[str, str], bool]] = {
+    (lv, rk): MAX_RISK[lv] is not None and _RISK_RANK[rk] <= _RISK_RANK[MAX_RISK[lv] or "safe"]
+    for lv in LEVELS for rk in RISKS
+}
+
+#: The scope that allows every category.
+SCOPE_ALL = "*"
+#: Prefix of the per-category execute scopes (`agent:execute:shell`); `agent:execute:*` allows all.
+SCOPE_EXECUTE_PREFIX = "agent:execute:"
+
+#: Denial codes, used as the `reason` label of the denial metrics.
+DENIAL_DISABLED = "disabled"
+DENIAL_NOT_IN_AGENT = "not_in_agent"
+DENIAL_LEVEL = "level"
+DENIAL_KEY_REVOKED = "api_key_revoked"
+DENIAL_KEY_SCOPE = "api_key_scope"
+DENIAL_RATE_LIMITED = "rate_limited"
+DENIAL_BUDGET = "budget"
+
+
+def can_run(level: str, risk: str) -> bool:
+    """Whether `level` may run a tool of `risk` (unknown values: no)."""
+    return _MATRIX.get((level, risk), False)
+
+
+def levels_for(risk: str) -> tuple[Level, ...]:
+    """The levels allowed to run a tool of `risk`, weakest first."""
+    return tuple(lv for lv in LEVELS if can_run(lv, risk))
+
+
+def _or_list(items: Collection[str]) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def required_for(risk: str) -> str:
+    """`execute_advanced or admin`: the levels that may run a tool of `risk`, for messages."""
+    return _or_list(levels_for(risk))
+
+
+def parse_level(value: str) -> Level:
+    """A valid level, or UsageError naming the choices."""
+    if value not in LEVELS:
+        raise UsageError(f"unknown permission level {value!r}: use one of {', '.join(LEVELS)}")
+    return value
+
+
+def parse_plan(value: str) -> Plan:
+    """A valid plan, or UsageError naming the choices."""
+    if value not in PLANS:
+        raise UsageError(f"unknown plan {value!r}: use one of {', '.join(PLANS)}")
+    return value
+
+
+def parse_category(value: str) -> Category:
+    """A valid category, or UsageError naming the choices."""
+    if value not in CATEGORIES:
+        raise UsageError(f"unknown category {value!r}: use one of {', '.join(CATEGORIES)}")
+    return value
+
+
+def parse_scope(value: str) -> str:
+    """A valid API key scope: `*`, `agent:execute:*` or `agent:execute:CATEGORY`.
+
+    Raises:
+        UsageError: anything else (the message lists the forms).
+    """
+    if value == SCOPE_ALL:
+        return value
+    if value.startswith(SCOPE_EXECUTE_PREFIX):
+        rest = value[len(SCOPE_EXECUTE_PREFIX):]
+        if rest == "*" or rest in CATEGORIES:
+            return value
+    raise UsageError(
+        f"invalid scope {value!r}: use '*', 'agent:execute:*' or 'agent:execute:CATEGORY' "
+        f"with CATEGORY one of {', '.join(CATEGORIES)}"
+    )
+
+
+def scope_for(category: str) -> str:
+    """The scope an API key needs to run a tool of `category`."""
+    return SCOPE_EXECUTE_PREFIX + category
+
+
+def scopes_allow(scopes: Collection[str], category: str) -> bool:
+    """Whether a key with `scopes` may run a tool of `category`."""
+    return (SCOPE_ALL in scopes or (SCOPE_EXECUTE_PREFIX + "*") in scopes
+            or (SCOPE_EXECUTE_PREFIX + category) in scopes)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The gate's verdict on one call (before limits)."""
+
+    allowed: bool
+    """True when the call may go on to the limits."""
+    code: str | None = None
+    """Why not, as a short code (`level`, `api_key_scope`, ...); None when allowed."""
+    reason: str | None = None
+    """Why not, as a sentence naming the user, level, tool and risk; None when allowed."""
+
+
+#: The one allow verdict (shared: the allow path allocates nothing).
+ALLOW: Final = Decision(True)
+
+
+def decide(
+    *,
+    user: str,
+    level: str,
+    tool: str,
+    risk: str,
+    category: str,
+    enabled: bool = True,
+    agent_tools: Collection[str] | None = None,
+    key_id: str | None = None,
+    key_revoked_at: datetime | None = None,
+    key_scopes: Collection[str] | None = None,
+) -> Decision:
+    """The pure part of the gate: enabled, agent tool list, level against risk, API key.
+
+    Args:
+        user: The caller's name (for the reason).
+        level: The caller's permission level.
+        tool: The qualified tool name.
+        risk: The tool's risk.
+        category: The tool's category (for the key's scope).
+        enabled: Whether the operator left the tool enabled.
+        agent_tools: For BUILD steps, the agent's tool list; None when not a step.
+        key_id: The API key used, if any.
+        key_revoked_at: When that key was revoked (None: active).
+        key_scopes: That key's scopes.
+
+    Returns:
+        `ALLOW`, or a denial with its code and reason.
+    """
+    if not enabled:
+        return Decision(False, DENIAL_DISABLED, f"tool '{tool}' is disabled by the operator")
+    if agent_tools is not None and tool not in agent_tools:
+        listed = ", ".join(sorted(agent_tools)) or "none"
+        return Decision(False, DENIAL_NOT_IN_AGENT,
+                        f"tool '{tool}' is not in the agent's tool list ({listed}): add it to configuration.tools")
+    if not _MATRIX.get((level, risk), False):
+        if level not in MAX_RISK:
+            return Decision(False, DENIAL_LEVEL, f"user '{user}' has an unknown permission level {level!r}")
+        needs = required_for(risk) if risk in _RISK_RANK else "a known risk"
+        why = "view_only may only view executions; " if level == "view_only" else ""
+        return Decision(False, DENIAL_LEVEL,
+                        f"user '{user}' ({level}) may not run '{tool}' (risk {risk}): {why}requires {needs}")
+    if key_id is not None:
+        if key_revoked_at is not None:
+            return Decision(False, DENIAL_KEY_REVOKED, f"API key {key_id} was revoked; create a new one")
+        if not scopes_allow(key_scopes or (), category):
+            has = ", ".join(sorted(key_scopes or ())) or "none"
+            return Decision(False, DENIAL_KEY_SCOPE,
+                            f"API key {key_id} lacks scope '{scope_for(category)}' for '{tool}' "
+                            f"(category {category}; the key has: {has})")
+    return ALLOW
+
+
+class ExecutionDenied(PermissionDenied):
+    """The gate refused the call (FORBIDDEN); it was recorded in history and audit, never sent."""
+
+    def __init__(self, decision: Decision, *, tool: str, level: str, risk: str, execution_id: str | None = None) -> None:
+        self.decision = decision
+        self.denial = decision.code or DENIAL_LEVEL
+        self.tool = tool
+        self.level = level
+        self.risk = risk
+        self.execution_id = execution_id
+        super().__init__(decision.reason)
+
+
+__all__ = [
+    "ALLOW", "CATEGORIES", "DENIAL_BUDGET", "DENIAL_DISABLED", "DENIAL_KEY_REVOKED", "DENIAL_KEY_SCOPE", "DENIAL_LEVEL",
+    "DENIAL_NOT_IN_AGENT", "DENIAL_RATE_LIMITED", "LEVELS", "MAX_RISK", "PLANS", "RISKS", "SCOPE_ALL",
+    "SCOPE_EXECUTE_PREFIX", "Category", "Decision", "ExecutionDenied", "Level", "Plan", "Risk", "can_run", "decide",
+    "levels_for", "parse_category", "parse_level", "parse_plan", "parse_scope", "required_for", "scope_for",
+    "scopes_allow",
+]

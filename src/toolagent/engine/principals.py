@@ -1,0 +1,297 @@
+"""Principals: users with a permission level and a plan, and their API keys.
+
+API keys are `ta_` + 43 URL-safe characters (256 random bits). Only their SHA-256 is stored:
+for keys this random a fast hash is enough (no dictionary to guess from), and it lets a key be
+looked up by its hash directly. The key is shown once, by `create_key`.
+
+The CLI acts as the user named by `--user` / `TOOLAGENT_USER`, else as a local user named after
+the OS account, created on first use at the configured level and plan.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import NotFound, StoreError, ToolAgentError, UsageError
+from ..store import engine_tables as et
+from ..store.db import Database, as_utc, utcnow
+from .config import EngineConfig
+from .permissions import SCOPE_ALL, parse_level, parse_plan, parse_scope
+
+#: Prefix of every API key (lets secret scanners and the redactor recognize them).
+KEY_PREFIX = "ta_"
+#: Characters of the key kept for display (`ta_AbCdEfG…`), never enough to use it.
+SHOWN_PREFIX_CHARS = 10
+#: The local user's name when the OS user cannot be determined.
+FALLBACK_LOCAL_USER = "local"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$")
+
+
+class Unauthenticated(ToolAgentError):
+    """The API key is unknown or revoked."""
+
+    code = "UNAUTHORIZED"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a call is made for."""
+
+    name: str
+    """Unique user name; recorded on executions."""
+    level: str
+    """Permission level: `view_only`, `execute_basic`, `execute_advanced` or `admin`."""
+    plan: str
+    """Subscription plan: `free`, `starter`, `team` or `enterprise` (sets limits)."""
+    created_at: datetime | None = None
+    """When the user was added."""
+
+    @property
+    def is_admin(self) -> bool:
+        """Admins see and cancel every execution."""
+        return self.level == "admin"
+
+    def to_json(self) -> dict[str, Any]:
+        """CLI/API form."""
+        return {"name": self.name, "level": self.level, "plan": self.plan,
+                "createdAt": self.created_at.isoformat() if self.created_at else None}
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A stored API key (never the key itself)."""
+
+    id: str
+    """Public id (`key_…`), used to list and revoke, and recorded on executions."""
+    user: str
+    """The user the key acts for."""
+    prefix: str
+    """The key's first characters, to recognize it."""
+    scopes: tuple[str, ...]
+    """`*`, `agent:execute:*` or `agent:execute:CATEGORY` entries."""
+    created_at: datetime
+    """When it was created."""
+    revoked_at: datetime | None = None
+    """When it was revoked; None while active."""
+    label: str | None = None
+    """A name given at creation."""
+
+    @property
+    def active(self) -> bool:
+        """Not revoked."""
+        return self.revoked_at is None
+
+    def to_json(self) -> dict[str, Any]:
+        """CLI/API form."""
+        return {"id": self.id, "user": self.user, "label": self.label, "prefix": self.prefix, "scopes": list(self.scopes),
+                "createdAt": self.created_at.isoformat(), "revokedAt": self.revoked_at.isoformat() if self.revoked_at else None,
+                "active": self.active}
+
+
+def hash_key(raw: str) -> str:
+    """The stored form of a key."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def local_user_name() -> str:
+    """The OS user's name, else `local`."""
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError):
+        return FALLBACK_LOCAL_USER
+    return name if name and _NAME.match(name) else FALLBACK_LOCAL_USER
+
+
+def check_name(name: str) -> str:
+    """A valid user name, or UsageError saying what is allowed."""
+    if not _NAME.match(name):
+        raise UsageError(
+            f"invalid user name {name!r}: use 1-200 letters, digits and . _ @ + - (starting with a letter or digit)"
+        )
+    return name
+
+
+def _principal(row: Any) -> Principal:
+    return Principal(row.name, row.level, row.plan, as_utc(row.created_at))
+
+
+def _key(row: Any) -> ApiKey:
+    return ApiKey(row.id, row.user_name, row.prefix, tuple(row.scopes or ()), as_utc(row.created_at),  # type: ignore[arg-type]
+                  as_utc(row.revoked_at), row.label)
+
+
+class Principals:
+    """Users and API keys in the store."""
+
+    def __init__(self, db: Database, config: EngineConfig | None = None) -> None:
+        self.db = db
+        self.config = config or EngineConfig()
+
+    # -- users ---------------------------------------------------------------------------------
+
+    async def add_user(self, name: str, *, level: str | None = None, plan: str = "free") -> Principal:
+        """Add a user; without `level`, the plan's default level.
+
+        Raises:
+            UsageError: invalid name, level or plan, or the user exists.
+        """
+        check_name(name)
+        plan = parse_plan(plan)
+        level = parse_level(level) if level is not None else self.config.plan(plan).level
+        now = utcnow()
+        async with self.db.begin() as conn:
+            exists = await conn.scalar(sa.select(et.users.c.name).where(et.users.c.name == name))
+            if exists is not None:
+                raise UsageError(f"user '{name}' already exists: change it with `toolagent users set-level {name} LEVEL`")
+            await conn.execute(et.users.insert().values(name=name, level=level, plan=plan, created_at=now, updated_at=now))
+        return Principal(name, level, plan, now)
+
+    async def get_user(self, name: str) -> Principal:
+        """One user.
+
+        Raises:
+            NotFound: no such user.
+        """
+        async with self.db.begin() as conn:
+            row = (await conn.execute(sa.select(et.users).where(et.users.c.name == name))).first()
+        if row is None:
+            raise NotFound(f"user '{name}' not found: add it with `toolagent users add {name} --level execute_basic`")
+        return _principal(row)
+
+    async def list_users(self) -> list[Principal]:
+        """Every user, by name."""
+        async with self.db.begin() as conn:
+            rows = (await conn.execute(sa.select(et.users).order_by(et.users.c.name))).all()
+        return [_principal(r) for r in rows]
+
+    async def _update_user(self, name: str, **values: str) -> Principal:
+        async with self.db.begin() as conn:
+            result = await conn.execute(et.users.update().where(et.users.c.name == name).values(updated_at=utcnow(), **values))
+        if result.rowcount == 0:
+            raise NotFound(f"user '{name}' not found: add it with `toolagent users add {name}`")
+        return await self.get_user(name)
+
+    async def set_level(self, name: str, level: str) -> Principal:
+        """Change a user's permission level.
+
+        Raises:
+            UsageError: unknown level. NotFound: no such user.
+        """
+        return await self._update_user(name, level=parse_level(level))
+
+    async def set_plan(self, name: str, plan: str) -> Principal:
+        """Change a user's plan (its limits; the level stays as it is).
+
+        Raises:
+            UsageError: unknown plan. NotFound: no such user.
+        """
+        return await self._update_user(name, plan=parse_plan(plan))
+
+    async def resolve_cli_user(self, name: str | None) -> Principal:
+        """The CLI's principal: the named user, else the local user (created on first use).
+
+        Raises:
+            NotFound: `name` is given but no such user exists.
+        """
+        if name:
+            return await self.get_user(name)
+        local = local_user_name()
+        try:
+            return await self.get_user(local)
+        except NotFound:
+            pass
+        try:
+            return await self.add_user(local, level=self.config.local_user_level, plan=self.config.local_user_plan)
+        except (UsageError, StoreError):
+            # Another process created it between the read and the insert (the insert then
+            # fails on the primary key); the read below finds that user.
+            return await self.get_user(local)
+
+    # -- API keys ------------------------------------------------------------------------------
+
+    async def create_key(self, user: str, *, scopes: Sequence[str] = (), label: str | None = None) -> tuple[ApiKey, str]:
+        """Create a key for `user` (default scope `*`); returns the record and the key, shown only now.
+
+        Raises:
+            NotFound: no such user. UsageError: an invalid scope.
+        """
+        checked = tuple(dict.fromkeys(parse_scope(s) for s in scopes)) or (SCOPE_ALL,)
+        await self.get_user(user)
+        raw = KEY_PREFIX + secrets.token_urlsafe(32)
+        key = ApiKey(id="key_" + secrets.token_hex(8), user=user, prefix=raw[:SHOWN_PREFIX_CHARS], scopes=checked,
+                     created_at=utcnow(), label=label)
+        async with self.db.begin() as conn:
+            await conn.execute(et.api_keys.insert().values(
+                id=key.id, user_name=user, label=label, prefix=key.prefix, key_hash=hash_key(raw), scopes=list(checked),
+                created_at=key.created_at,
+            ))
+        return key, raw
+
+    async def get_key(self, key_id: str) -> ApiKey:
+        """One key by id.
+
+        Raises:
+            NotFound: no such key.
+        """
+        async with self.db.begin() as conn:
+            row = (await conn.execute(sa.select(et.api_keys).where(et.api_keys.c.id == key_id))).first()
+        if row is None:
+            raise NotFound(f"API key '{key_id}' not found: `toolagent keys list` shows the keys")
+        return _key(row)
+
+    async def list_keys(self, user: str | None = None) -> list[ApiKey]:
+        """Keys (of one user), oldest first."""
+        query = sa.select(et.api_keys).order_by(et.api_keys.c.created_at, et.api_keys.c.id)
+        if user is not None:
+            query = query.where(et.api_keys.c.user_name == user)
+        async with self.db.begin() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_key(r) for r in rows]
+
+    async def revoke_key(self, key_id: str) -> ApiKey:
+        """Revoke a key (revoking twice keeps the first time).
+
+        Raises:
+            NotFound: no such key.
+        """
+        async with self.db.begin() as conn:
+            await conn.execute(et.api_keys.update()
+                               .where((et.api_keys.c.id == key_id) & et.api_keys.c.revoked_at.is_(None))
+                               .values(revoked_at=utcnow()))
+        return await self.get_key(key_id)
+
+    async def authenticate_key(self, raw_key: str) -> tuple[Principal, ApiKey]:
+        """The user and key a raw key belongs to.
+
+        Raises:
+            Unauthenticated: the key is malformed, unknown or revoked, or its user is gone.
+        """
+        if not raw_key.startswith(KEY_PREFIX):
+            raise Unauthenticated(f"not an API key: keys start with '{KEY_PREFIX}'")
+        query = (sa.select(et.api_keys, et.users.c.level, et.users.c.plan, et.users.c.created_at.label("user_created_at"))
+                 .join(et.users, et.users.c.name == et.api_keys.c.user_name)
+                 .where(et.api_keys.c.key_hash == hash_key(raw_key)))
+        async with self.db.begin() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None:
+            raise Unauthenticated("unknown API key")
+        key = _key(row)
+        if key.revoked_at is not None:
+            raise Unauthenticated(f"API key {key.id} was revoked at {key.revoked_at.isoformat(timespec='seconds')}")
+        return Principal(key.user, row.level, row.plan, as_utc(row.user_created_at)), key
+
+
+__all__ = [
+    "FALLBACK_LOCAL_USER", "KEY_PREFIX", "ApiKey", "Principal", "Principals", "Unauthenticated", "check_name", "hash_key",
+    "local_user_name",
+]

@@ -1,0 +1,184 @@
+"""The pure gate: the 4 levels x 3 risks matrix, the check order, API key scopes; risk and category
+classification; the engine config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolagent.engine.config import EngineConfig
+from toolagent.engine.permissions import (
+    ALLOW, LEVELS, RISKS, can_run, decide, parse_scope, required_for, scopes_allow,
+)
+from toolagent.engine.registry import Registry, classify_category, classify_risk
+from toolagent.errors import ConfigError, UsageError
+from toolagent.tools.spec import ToolSpec
+
+ALLOWED = {
+    ("view_only", "safe"): False, ("view_only", "moderate"): False, ("view_only", "dangerous"): False,
+    ("execute_basic", "safe"): True, ("execute_basic", "moderate"): False, ("execute_basic", "dangerous"): False,
+    ("execute_advanced", "safe"): True, ("execute_advanced", "moderate"): True, ("execute_advanced", "dangerous"): False,
+    ("admin", "safe"): True, ("admin", "moderate"): True, ("admin", "dangerous"): True,
+}
+REQUIRES = {"safe": "execute_basic, execute_advanced or admin", "moderate": "execute_advanced or admin",
+            "dangerous": "admin"}
+
+
+@pytest.mark.parametrize(("level", "risk"), sorted(ALLOWED))
+def test_matrix(level: str, risk: str) -> None:
+    d = decide(user="bob", level=level, tool="x/t", risk=risk, category="file")
+    assert can_run(level, risk) is ALLOWED[(level, risk)]
+    assert d.allowed is ALLOWED[(level, risk)]
+    if d.allowed:
+        assert d is ALLOW
+    else:
+        assert d.code == "level"
+        assert d.reason is not None
+        assert d.reason.startswith(f"user 'bob' ({level}) may not run 'x/t' (risk {risk}): ")
+        assert d.reason.endswith(f"requires {REQUIRES[risk]}")
+
+
+def test_matrix_is_exhaustive() -> None:
+    assert set(ALLOWED) == {(lv, rk) for lv in LEVELS for rk in RISKS}
+    assert required_for("dangerous") == "admin"
+
+
+def test_dangerous_reason_in_full() -> None:
+    d = decide(user="bob", level="execute_basic", tool="shell/exec", risk="dangerous", category="shell")
+    assert d.reason == "user 'bob' (execute_basic) may not run 'shell/exec' (risk dangerous): requires admin"
+
+
+def test_unknown_level_or_risk_is_denied() -> None:
+    assert not decide(user="u", level="root", tool="t/x", risk="safe", category="file").allowed
+    assert not decide(user="u", level="admin", tool="t/x", risk="weird", category="file").allowed
+
+
+def test_order_disabled_then_agent_list_then_level_then_key() -> None:
+    base = {"user": "u", "tool": "fs/write", "risk": "dangerous", "category": "file"}
+    # Everything wrong at once: the first check in the order names the reason.
+    d = decide(**base, level="view_only", enabled=False, agent_tools=["fs/read"], key_id="key_1",
+               key_revoked_at=None, key_scopes=())
+    assert d.code == "disabled"
+    d = decide(**base, level="view_only", agent_tools=["fs/read"], key_id="key_1", key_scopes=())
+    assert d.code == "not_in_agent" and "fs/read" in (d.reason or "")
+    d = decide(**base, level="view_only", agent_tools=["fs/write"], key_id="key_1", key_scopes=())
+    assert d.code == "level"
+    d = decide(**base, level="admin", agent_tools=["fs/write"], key_id="key_1", key_scopes=("agent:execute:web",))
+    assert d.code == "api_key_scope"
+    assert d.reason == ("API key key_1 lacks scope 'agent:execute:file' for 'fs/write' "
+                        "(category file; the key has: agent:execute:web)")
+    from datetime import UTC, datetime
+
+    d = decide(**base, level="admin", key_id="key_1", key_revoked_at=datetime.now(UTC), key_scopes=("*",))
+    assert d.code == "api_key_revoked"
+    assert decide(**base, level="admin", agent_tools=["fs/write"], key_id="key_1", key_scopes=("agent:execute:file",)) is ALLOW
+
+
+@pytest.mark.parametrize(("scopes", "category", "ok"), [
+    (("*",), "shell", True), (("agent:execute:*",), "shell", True), (("agent:execute:shell",), "shell", True),
+    (("agent:execute:file",), "shell", False), ((), "shell", False),
+])
+def test_scopes(scopes: tuple[str, ...], category: str, ok: bool) -> None:
+    assert scopes_allow(scopes, category) is ok
+
+
+@pytest.mark.parametrize("scope", ["agent:execute:nope", "agent:*", "admin", ""])
+def test_bad_scopes(scope: str) -> None:
+    with pytest.raises(UsageError, match="invalid scope"):
+        parse_scope(scope)
+
+
+def spec(name: str, **kw: object) -> ToolSpec:
+    server, _, tool = name.partition("/")
+    return ToolSpec(name=name, server=server, tool=tool, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("name", "kw", "risk", "source"), [
+    ("file/read", {}, "safe", "table"),
+    ("web/post", {}, "moderate", "table"),
+    ("shell/exec", {}, "dangerous", "table"),
+    ("browser/close", {}, "dangerous", "table"),
+    ("tools/file_read", {}, "safe", "table"),                       # FR-008 flat name
+    ("tools/http_request", {}, "moderate", "table"),
+    ("fs/read_file", {"category": "file"}, "safe", "table"),        # category + verb from the table
+    ("fs/write_file", {"category": "file"}, "dangerous", "table"),
+    ("fs/list_directory", {"category": "file"}, "safe", "table"),
+    ("fs/read_then_delete", {"category": "file"}, "dangerous", "table"),  # riskiest verb wins
+    ("fs/move_file", {"category": "file"}, "dangerous", "default"),  # not in the table
+    ("fs/read_file", {}, "dangerous", "default"),                    # category unknown: no verb guessing
+    ("x/y", {"annotations": {"read_only_hint": True}}, "dangerous", "default"),  # untrusted hints ignored
+    ("x/y", {"annotations": {"read_only_hint": True}, "trusted": True}, "safe", "annotations"),
+    ("x/y", {"annotations": {"destructive_hint": False}, "trusted": True}, "moderate", "annotations"),
+    ("x/y", {"annotations": {"destructive_hint": True}, "trusted": True}, "dangerous", "annotations"),
+    ("x/y", {"annotations": {"title": "Y"}, "trusted": True}, "dangerous", "annotations"),
+    ("x/y", {"trusted": True}, "dangerous", "default"),
+    ("shell/exec", {"risk": "safe"}, "safe", "operator"),           # the operator wins over the table
+])
+def test_risk(name: str, kw: dict[str, object], risk: str, source: str) -> None:
+    s = spec(name, **kw)
+    assert classify_risk(s, classify_category(s)) == (risk, source)
+
+
+@pytest.mark.parametrize(("name", "kw", "category"), [
+    ("file/read", {}, "file"), ("fs/read_file", {"category": "file"}, "file"), ("tools/http_request", {}, "web"),
+    ("tools/browser_click", {}, "browser"), ("tools/update_plan", {}, "workflow"), ("supabase/execute-sql", {}, "agent"),
+    ("x/y", {"category": "not-a-category"}, "agent"),
+])
+def test_category(name: str, kw: dict[str, object], category: str) -> None:
+    assert classify_category(spec(name, **kw)) == category
+
+
+def test_registry_overrides_listing_and_duplicates() -> None:
+    config = EngineConfig.from_data({"tools": {
+        "shell/*": {"enabled": False},
+        "file/read": {"tags": ["files", "read"], "version": "2.0.0"},
+        "file/write": {"deprecated": True, "risk": "moderate"},
+    }})
+    seen: list[str] = []
+    reg = Registry(config, on_registered=lambda e: seen.append(e.name))
+    added = reg.update([spec("file/read", description="Read a file"), spec("file/write"), spec("shell/exec"),
+                        spec("web/get", description="HTTP GET")])
+    assert [e.name for e in added] == seen == ["file/read", "file/write", "shell/exec", "web/get"]
+    assert reg.update([spec("file/read"), spec("web/get")]) == []
+    reg.update([spec("file/read", description="Read a file"), spec("file/write"), spec("shell/exec"),
+                spec("web/get", description="HTTP GET")])
+    assert reg.require("shell/exec").enabled is False
+    assert reg.require("file/write").risk == "moderate"
+    listing = reg.list(level="execute_basic")
+    assert [e.name for e in listing.tools] == ["file/read", "web/get"]  # disabled and deprecated left out
+    data = listing.to_json()
+    assert data["totalCount"] == 2 and data["categories"] == ["file", "web"]
+    assert data["tools"][0]["runnable"] is True and data["tools"][0]["tags"] == ["files", "read"]
+    assert [e.name for e in reg.list(include_deprecated=True, include_disabled=True).tools] == [
+        "file/read", "file/write", "shell/exec", "web/get"]
+    assert [e.name for e in reg.list(search="http").tools] == ["web/get"]
+    assert [e.name for e in reg.list(tags=["files"]).tools] == ["file/read"]
+    assert [e.name for e in reg.list(category="web").tools] == ["web/get"]
+    with pytest.raises(ConfigError, match="listed twice"):
+        reg.update([spec("a/b"), spec("a/b")])
+
+
+def test_config_defaults_and_merge(tmp_path: Path) -> None:
+    c = EngineConfig()
+    assert {k: (p.monthly_budget, p.rate_per_minute) for k, p in c.plans.items()} == {
+        "free": (100, 100), "starter": (1000, 100), "team": (10000, 100), "enterprise": (None, 100)}
+    assert c.default_timeout_ms == 30000 and c.local_user_level == "execute_basic"
+    path = tmp_path / "engine.yaml"
+    path.write_text("plans:\n  free: {monthly_budget: 5}\ncategory_rate_per_minute: {shell: 3}\n")
+    c = EngineConfig.load(path)
+    assert c.plans["free"].monthly_budget == 5 and c.plans["free"].level == "execute_basic"
+    assert c.plans["team"].monthly_budget == 10000 and c.category_rate_per_minute == {"shell": 3}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"default_timeout_ms": 10}))
+    with pytest.raises(ConfigError, match="default_timeout_ms"):
+        EngineConfig.load(bad)
+
+
+def test_config_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "engine.json"
+    path.write_text(json.dumps({"retention_days": 7, "tool_rate_per_minute": {"web/post": 2}}))
+    monkeypatch.setenv("TOOLAGENT_ENGINE_CONFIG", str(path))
+    c = EngineConfig.load()
+    assert c.retention_days == 7 and c.tool_rate_per_minute == {"web/post": 2}
