@@ -1,0 +1,645 @@
+"""The tools router's procedures, shared by the REST routes and the tRPC endpoint.
+
+Each procedure is one function `(services, caller, input, reply) -> dict`: the input is a
+validated pydantic model, the dict is the response body, and `reply` collects what the transport
+adds around it (HTTP status, rate-limit headers, error details). `routes_tools.py` maps them to
+`/api/tools/...`, `trpc.py` to `/trpc/tools.<name>`; neither holds any logic of its own, so the
+two wire formats answer the same thing.
+
+Field names follow the API doc (`tools-router-api.md`): camelCase inputs and outputs, timeouts
+in milliseconds, times as ISO 8601 strings in UTC.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import math
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import anyio
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from ..engine import Execution, HistoryQuery, LimitStatus
+from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..engine.events import Event
+from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT
+from ..errors import (
+    BudgetExceeded, CallCancelled, NotFound, RateLimited, StoreError, ToolAgentError, ToolFailed, UnknownTool,
+    UsageError,
+)
+from ..mcp.pool import check_arguments
+from ..tools.spec import ToolResult, ToolSpec, split_name
+from .auth import Caller
+from .services import Services
+
+log = logging.getLogger(__name__)
+
+Category = Literal["browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent"]
+Status = Literal["running", "success", "failed", "cancelled"]
+
+
+# -- inputs ------------------------------------------------------------------------------------
+
+
+def _iso_only(value: Any) -> Any:
+    # pydantic would also take numbers (and numeric strings) as Unix times; the API promises ISO 8601.
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO 8601 date or date-time, e.g. 2025-01-31T12:00:00Z") from None
+        return value
+    if isinstance(value, datetime):
+        return value
+    raise ValueError("expected an ISO 8601 date or date-time string")
+
+
+IsoDateTime = Annotated[datetime, BeforeValidator(_iso_only)]
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ListToolsInput(_Input):
+    """listTools: discovery filters."""
+
+    category: Category | None = Field(default=None, description="Only tools of this category.")
+    tags: list[str] = Field(default_factory=list, description="Only tools carrying every one of these tags.")
+    includeDeprecated: bool = Field(default=False, description="Keep deprecated tools (left out by default).")
+    search: str | None = Field(default=None, max_length=200, description="Substring of the name, title or description.")
+
+
+class ExecutionContextInput(_Input):
+    """The caller's execution context, stored with the execution."""
+
+    sessionId: str | None = Field(default=None, max_length=200, description="The caller's session id.")
+    metadata: dict[str, Any] | None = Field(default=None, description="Free-form metadata (stored redacted).")
+
+
+class ExecuteToolInput(_Input):
+    """executeTool: what to run, with which arguments, for how long at most."""
+
+    name: str = Field(min_length=1, max_length=300, description="Qualified tool name `server/tool`, e.g. `file/read`.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Tool arguments, checked against its input schema.")
+    timeout: int | None = Field(
+        default=None, ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS,
+        description="Milliseconds, 1000..300000; default: the tool's server config, else the engine's default.",
+    )
+    context: ExecutionContextInput | None = Field(default=None, description="Session id and metadata.")
+    async_: bool = Field(
+        default=False, alias="async",
+        description="Answer 202 with the execution id at once and run in the background (poll getToolStatus).",
+    )
+
+
+class ExecutionIdInput(_Input):
+    """getToolStatus / cancelToolExecution: one execution."""
+
+    executionId: str = Field(min_length=1, max_length=100, description="`exec_...` id from executeTool.")
+
+
+class HistoryInput(_Input):
+    """getToolHistory: filters and paging."""
+
+    toolName: str | None = Field(default=None, max_length=300, description="Only this qualified tool.")
+    category: Category | None = Field(default=None, description="Only this category.")
+    limit: int = Field(default=DEFAULT_LIMIT, ge=MIN_LIMIT, le=MAX_LIMIT, description="Page size, 1..100.")
+    offset: int = Field(default=0, ge=0, description="Rows to skip.")
+    status: Status | None = Field(default=None, description="Only this status.")
+    startDate: IsoDateTime | None = Field(default=None, description="Started at or after (UTC when no zone is given).")
+    endDate: IsoDateTime | None = Field(default=None, description="Started before (UTC when no zone is given).")
+    allUsers: bool = Field(default=False, description="Everyone's executions (admins only).")
+    userId: str | None = Field(default=None, max_length=200, description="One user's executions (admins only).")
+
+
+class MetricsInput(_Input):
+    """getToolMetrics: all tools, or one."""
+
+    toolName: str | None = Field(default=None, max_length=300, description="One tool's figures as `registryMetrics`.")
+
+
+class ToolNameInput(_Input):
+    """getToolDetails: one tool."""
+
+    name: str = Field(min_length=1, max_length=300, description="Qualified tool name.")
+
+
+class NoInput(_Input):
+    """getActiveExecutions takes no input."""
+
+
+# -- outputs (documentation and schema checks; the dicts are built by the engine's to_json) ------
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ToolOut(_Output):
+    """A registered tool."""
+
+    name: str
+    description: str
+    inputSchema: dict[str, Any]
+    category: str
+    risk: str
+    riskSource: str
+    tags: list[str]
+    version: str | None
+    deprecated: bool
+    enabled: bool
+    server: str
+    title: str | None
+    outputSchema: dict[str, Any] | None = None
+    runnable: bool | None = None
+
+
+class ListToolsOutput(_Output):
+    """listTools."""
+
+    success: bool
+    tools: list[ToolOut]
+    categorizedTools: dict[str, list[ToolOut]]
+    totalCount: int
+    categories: list[str]
+
+
+class ToolResultOut(_Output):
+    """What a tool returned."""
+
+    isError: bool
+    structuredContent: dict[str, Any] | None
+    content: list[dict[str, Any]]
+    text: str
+
+
+class ExecutionOut(_Output):
+    """One execution (getToolStatus, history, active)."""
+
+    id: str
+    toolName: str
+    category: str
+    risk: str
+    status: Status
+    userId: str
+    level: str | None
+    apiKeyId: str | None
+    sessionId: str | None
+    runId: str | None
+    metadata: dict[str, Any] | None
+    arguments: Any
+    timeout: int | None
+    startTime: datetime
+    endTime: datetime | None
+    executionTime: float | None
+    result: ToolResultOut | None
+    error: str | None
+    reason: str | None
+    denied: bool
+    denial: str | None
+    runningTime: float | None = None
+    cancelRequestedBy: str | None = None
+
+
+class ExecuteToolOutput(_Output):
+    """executeTool, waited for."""
+
+    success: bool
+    executionId: str
+    status: Status
+    result: ToolResultOut | None
+    toolName: str
+    executionTime: float | None
+    timestamp: datetime
+
+
+class ExecutionLinks(_Output):
+    """Where to follow an execution started in the background."""
+
+    status: str
+    cancel: str
+
+
+class ExecuteAcceptedOutput(_Output):
+    """executeTool with `async: true` (HTTP 202)."""
+
+    success: bool
+    executionId: str
+    status: Status
+    toolName: str
+    timestamp: datetime
+    links: ExecutionLinks
+
+
+class ToolStatusOutput(_Output):
+    """getToolStatus."""
+
+    success: bool
+    execution: ExecutionOut
+
+
+class CancelOutput(_Output):
+    """cancelToolExecution."""
+
+    success: bool
+    executionId: str
+    status: Status
+    message: str
+    timestamp: datetime
+
+
+class ActiveOutput(_Output):
+    """getActiveExecutions."""
+
+    success: bool
+    executions: list[ExecutionOut]
+    count: int
+
+
+class StatsOut(_Output):
+    """History statistics."""
+
+    total: int
+    success: int
+    failed: int
+    cancelled: int
+    averageExecutionTime: float
+
+
+class HistoryOutput(_Output):
+    """getToolHistory."""
+
+    success: bool
+    executions: list[ExecutionOut]
+    totalCount: int
+    limit: int
+    offset: int
+    stats: StatsOut
+
+
+class UserStatsOut(_Output):
+    """A user's own figures."""
+
+    totalExecutions: int
+    successfulExecutions: int
+    failedExecutions: int
+    averageExecutionTime: float
+    cancelledExecutions: int | None = None
+    lastExecuted: datetime | None = None
+
+
+class ToolMetricsOut(_Output):
+    """One tool's figures."""
+
+    tool: str
+    category: str
+    totalInvocations: int
+    successfulInvocations: int
+    failedInvocations: int
+    cancelledInvocations: int
+    averageExecutionTime: float
+    lastInvoked: datetime | None
+
+
+class ToolCount(_Output):
+    """A tool and how often it ran."""
+
+    tool: str
+    count: int
+
+
+class MetricsOutput(_Output):
+    """getToolMetrics."""
+
+    success: bool
+    registryMetrics: dict[str, Any]
+    activeExecutions: int
+    userStats: UserStatsOut | None
+    categoryStats: dict[str, int]
+    toolUsageStats: dict[str, int]
+    mostUsedTools: list[ToolCount]
+    timestamp: datetime
+
+
+class ToolDetailsOutput(_Output):
+    """getToolDetails."""
+
+    success: bool
+    tool: ToolOut
+    metrics: ToolMetricsOut
+    userStats: UserStatsOut
+
+
+class ErrorInfo(BaseModel):
+    """What went wrong."""
+
+    code: str = Field(description="BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND, TOO_MANY_REQUESTS, INTERNAL_SERVER_ERROR.")
+    message: str = Field(description="What to change.")
+    details: Any = Field(default=None, description="Invalid fields, or the execution a failure belongs to.")
+
+
+class ErrorOutput(BaseModel):
+    """Every error response."""
+
+    success: bool
+    error: ErrorInfo
+
+
+# -- the reply ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """What a procedure adds around its body: status (REST only), headers, error details."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] | None = None
+
+
+def refusal_headers(exc: BaseException) -> dict[str, str]:
+    """`Retry-After` and the X-RateLimit headers of a rate-limit or budget refusal."""
+    if not isinstance(exc, RateLimited | BudgetExceeded):
+        return {}
+    retry = float(getattr(exc, "retry_after_s", 0.0) or 0.0)
+    headers = {"Retry-After": str(max(1, math.ceil(retry))), "X-RateLimit-Reset": str(max(0, math.ceil(retry)))}
+    if getattr(exc, "limit", None) is not None:
+        headers["X-RateLimit-Limit"] = str(exc.limit)  # type: ignore[attr-defined]
+        headers["X-RateLimit-Remaining"] = str(getattr(exc, "remaining", 0))
+    return headers
+
+
+def limit_headers(statuses: Sequence[LimitStatus]) -> dict[str, str]:
+    """The X-RateLimit headers of the counter closest to refusing (least remaining, then soonest reset)."""
+    if not statuses:
+        return {}
+    tightest = min(statuses, key=lambda s: (s.remaining, s.reset_in_s))
+    return {"X-RateLimit-Limit": str(tightest.limit), "X-RateLimit-Remaining": str(tightest.remaining),
+            "X-RateLimit-Reset": str(max(0, math.ceil(tightest.reset_in_s)))}
+
+
+def validation_fields(exc: ValidationError) -> list[dict[str, str]]:
+    """One `{field, message}` per problem of a pydantic error."""
+    return [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
+
+
+def validation_message(fields: Sequence[Mapping[str, str]]) -> str:
+    """`timeout: Input should be ...; limit: ...`."""
+    return "; ".join(f"{f['field'] or 'input'}: {f['message']}" for f in fields)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+async def tool_spec(svc: Services, name: str) -> ToolSpec:
+    """The spec of a tool by qualified name: the registry's, else the pool's (tools added since start).
+
+    Raises:
+        NotFound: no such tool.
+    """
+    entry = svc.engine.registry.get(name)
+    if entry is not None:
+        return entry.spec  # type: ignore[no-any-return]
+    namespace, tool = split_name(name)
+    if not tool or namespace not in svc.pool.server_names:
+        raise NotFound(f"tool '{name}' not found: list the tools with GET /api/tools (names are `server/tool`)")
+    try:
+        return await svc.pool.tool_spec(name)
+    except UnknownTool as exc:
+        raise NotFound(f"tool '{name}' not found: {exc.message}") from exc
+
+
+async def _limit_headers(svc: Services, caller: Caller, tool: str) -> dict[str, str]:
+    try:
+        return limit_headers(await svc.engine.limit_status(caller.principal, tool=tool))
+    except StoreError:
+        log.warning("could not read the rate limits of %s", caller.name, exc_info=True)
+        return {}
+
+
+# Executions started with `async: true` answer as soon as the engine has admitted them. The
+# engine emits `execution_started` from the executing task itself, just before it calls the
+# tool; a context variable set in that task tells the (process-wide) subscriber which waiting
+# request the event belongs to.
+@dataclass(eq=False)
+class _Start:
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    execution_id: str | None = None
+    error: BaseException | None = None
+
+
+_STARTING: contextvars.ContextVar[_Start | None] = contextvars.ContextVar("toolagent_api_starting", default=None)
+_SUBSCRIBED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _on_started(event: Event) -> None:
+    start = _STARTING.get()
+    if start is not None and start.execution_id is None:
+        start.execution_id = event.execution_id
+        start.ready.set()
+
+
+def _subscribe(engine: Any) -> None:
+    if engine not in _SUBSCRIBED:
+        engine.events.subscribe(_on_started, types=["execution_started"])
+        _SUBSCRIBED.add(engine)
+
+
+# -- procedures --------------------------------------------------------------------------------
+
+
+async def list_tools(svc: Services, caller: Caller, inp: ListToolsInput, reply: Reply) -> dict[str, Any]:
+    """listTools: the registered tools, filtered, each marked runnable for the caller."""
+    listing = await svc.engine.list_tools(caller.principal, category=inp.category, search=inp.search, tags=inp.tags,
+                                          include_deprecated=inp.includeDeprecated)
+    return {"success": True, **listing.to_json()}
+
+
+async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, reply: Reply) -> dict[str, Any]:
+    """executeTool: gate, run and record one call; waits for it unless `async` is set.
+
+    Raises:
+        NotFound: no such tool. ArgumentsInvalid: the arguments break its schema (400).
+        PermissionDenied (403), RateLimited / BudgetExceeded (429): refused, recorded as denied.
+        ToolFailed / CallCancelled (500): the tool reported an error, timed out or was cancelled.
+    """
+    spec = await tool_spec(svc, inp.name)
+    check_arguments(spec, inp.arguments)
+    context = inp.context or ExecutionContextInput()
+
+    async def invoke(args: dict[str, Any]) -> ToolResult:
+        # The engine owns the deadline and cancels this call at it: no second timer here.
+        return await svc.pool.call(spec, args, timeout_s=None)
+
+    def run() -> Awaitable[Execution]:
+        return svc.engine.execute(  # type: ignore[no-any-return]
+            spec, inp.arguments, caller.principal, invoke, timeout_ms=inp.timeout, api_key=caller.api_key,
+            session_id=context.sessionId, metadata=context.metadata,
+        )
+
+    try:
+        if inp.async_:
+            execution_id = await _start_in_background(svc, run)
+            reply.status = 202
+            return {"success": True, "executionId": execution_id, "status": "running", "toolName": spec.name,
+                    "timestamp": _now(),
+                    "links": {"status": f"/api/tools/executions/{execution_id}",
+                              "cancel": f"/api/tools/executions/{execution_id}/cancel"}}
+        execution = await run()
+    finally:
+        reply.headers.update(await _limit_headers(svc, caller, spec.name))
+    if execution.status == "success":
+        return {"success": True, "executionId": execution.id, "status": execution.status,
+                "result": execution.result.to_json() if execution.result is not None else None,
+                "toolName": execution.tool, "executionTime": execution.duration_ms,
+                "timestamp": (execution.ended_at or execution.started_at).isoformat()}
+    reply.details = {"executionId": execution.id, "status": execution.status}
+    if execution.status == "failed":
+        raise ToolFailed(execution.tool, execution.error or "the tool reported an error",
+                         result=execution.result.to_json() if execution.result is not None else None)
+    raise CallCancelled(execution.error or f"execution {execution.id} of '{execution.tool}' was {execution.reason or 'cancelled'}")
+
+
+async def _start_in_background(svc: Services, run: Callable[[], Awaitable[Execution]]) -> str:
+    """Run `run()` in the server's task group; return its execution id once admitted, or raise its refusal."""
+    _subscribe(svc.engine)
+    start = _Start()
+
+    async def background() -> None:
+        _STARTING.set(start)
+        try:
+            await run()
+        except Exception as exc:  # noqa: BLE001 - refusals go back to the waiting request; the rest is logged
+            start.error = exc
+            if start.execution_id is not None:
+                log.exception("background execution %s failed", start.execution_id)
+        finally:
+            start.ready.set()
+
+    svc.task_group.start_soon(background)
+    await start.ready.wait()
+    if start.execution_id is not None:
+        return start.execution_id
+    if start.error is not None:
+        raise start.error
+    raise UsageError("the execution ended before it started")  # pragma: no cover - the engine always emits first
+
+
+async def get_tool_status(svc: Services, caller: Caller, inp: ExecutionIdInput, reply: Reply) -> dict[str, Any]:
+    """getToolStatus: one execution of the caller (anyone's, for an admin)."""
+    execution = await svc.engine.get_execution(inp.executionId, caller.principal)
+    return {"success": True, "execution": execution.to_json()}
+
+
+async def cancel_tool_execution(svc: Services, caller: Caller, inp: ExecutionIdInput, reply: Reply) -> dict[str, Any]:
+    """cancelToolExecution: cancel a running execution of the caller (anyone's, for an admin).
+
+    Raises:
+        NotFound: no such execution, or someone else's. UsageError: it is not running.
+    """
+    execution = await svc.engine.cancel(inp.executionId, caller.principal)
+    if execution.status == "cancelled":
+        message = "Tool execution cancelled"
+    elif execution.status == "running":
+        message = "cancellation requested; the execution has not stopped yet"
+    else:
+        message = f"the execution ended {execution.status} before the cancellation reached it"
+    return {"success": execution.status in ("cancelled", "running"), "executionId": execution.id,
+            "status": execution.status, "message": message, "timestamp": _now(), "execution": execution.to_json()}
+
+
+async def get_active_executions(svc: Services, caller: Caller, inp: NoInput, reply: Reply) -> dict[str, Any]:
+    """getActiveExecutions: the caller's running executions (everyone's, for an admin)."""
+    now = datetime.now(UTC)
+    executions = [e.to_json(now=now) for e in await svc.engine.active(caller.principal)]
+    return {"success": True, "executions": executions, "count": len(executions)}
+
+
+async def get_tool_history(svc: Services, caller: Caller, inp: HistoryInput, reply: Reply) -> dict[str, Any]:
+    """getToolHistory: a page of the caller's executions, newest first, with statistics."""
+    since, until = _utc(inp.startDate), _utc(inp.endDate)
+    if since is not None and until is not None and until <= since:
+        raise UsageError(f"endDate ({until.isoformat()}) must be after startDate ({since.isoformat()})")
+    query = HistoryQuery(tool=inp.toolName, category=inp.category, status=inp.status, since=since,
+                         until=until, limit=inp.limit, offset=inp.offset, all_users=inp.allUsers,
+                         user=inp.userId)
+    page = await svc.engine.history(caller.principal, query)
+    return {"success": True, **page.to_json()}
+
+
+async def get_tool_metrics(svc: Services, caller: Caller, inp: MetricsInput, reply: Reply) -> dict[str, Any]:
+    """getToolMetrics: registry and usage figures (one tool's as `registryMetrics` with `toolName`)."""
+    snapshot = await svc.engine.metrics(inp.toolName, principal=caller.principal)
+    return {"success": True, **snapshot.to_json()}
+
+
+async def get_tool_details(svc: Services, caller: Caller, inp: ToolNameInput, reply: Reply) -> dict[str, Any]:
+    """getToolDetails: one tool with its schema, its metrics and the caller's own figures."""
+    details = await svc.engine.tool_details(inp.name, caller.principal)
+    return {"success": True, **details.to_json()}
+
+
+# -- the table both transports read -------------------------------------------------------------
+
+Run = Callable[[Services, Caller, Any, Reply], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """One procedure of the tools router."""
+
+    name: str
+    """tRPC name under `tools.`."""
+    kind: Literal["query", "mutation"]
+    """Queries are GET, mutations POST."""
+    input: type[_Input]
+    """Validates the input."""
+    output: type[BaseModel]
+    """Documents the output."""
+    run: Run
+    """The implementation."""
+
+    def parse(self, raw: Any) -> _Input:
+        """Validate a raw JSON input (None: no input).
+
+        Raises:
+            ValidationError: the input is invalid.
+        """
+        return self.input.model_validate({} if raw is None else raw)
+
+
+PROCEDURES: dict[str, Procedure] = {p.name: p for p in (
+    Procedure("listTools", "query", ListToolsInput, ListToolsOutput, list_tools),
+    Procedure("executeTool", "mutation", ExecuteToolInput, ExecuteToolOutput, execute_tool),
+    Procedure("getToolStatus", "query", ExecutionIdInput, ToolStatusOutput, get_tool_status),
+    Procedure("cancelToolExecution", "mutation", ExecutionIdInput, CancelOutput, cancel_tool_execution),
+    Procedure("getToolHistory", "query", HistoryInput, HistoryOutput, get_tool_history),
+    Procedure("getToolMetrics", "query", MetricsInput, MetricsOutput, get_tool_metrics),
+    Procedure("getActiveExecutions", "query", NoInput, ActiveOutput, get_active_executions),
+    Procedure("getToolDetails", "query", ToolNameInput, ToolDetailsOutput, get_tool_details),
+)}
+"""tRPC name -> procedure (appendix A.1)."""
+
+
+__all__ = [
+    "PROCEDURES", "ActiveOutput", "CancelOutput", "ErrorOutput", "ExecuteAcceptedOutput", "ExecuteToolInput",
+    "ExecuteToolOutput", "ExecutionIdInput", "HistoryInput", "HistoryOutput", "ListToolsInput", "ListToolsOutput",
+    "MetricsInput", "MetricsOutput", "NoInput", "Procedure", "Reply", "ToolDetailsOutput", "ToolNameInput",
+    "ToolStatusOutput", "limit_headers", "refusal_headers", "tool_spec", "validation_fields", "validation_message",
+]

@@ -1,0 +1,32 @@
+"""The committed openapi.json is the app's current OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from conftest import REPO_ROOT
+from toolagent.api.app import create_app
+from toolagent.mcp.config import ServersConfig
+
+
+def test_committed_openapi_is_current() -> None:
+    committed = json.loads((REPO_ROOT / "openapi.json").read_text(encoding="utf-8"))
+    assert committed == create_app(servers=ServersConfig()).openapi(), "openapi.json is stale: run scripts/export-openapi"
+
+
+def test_export_script_writes_the_same_document(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "openapi.json"
+    subprocess.run([str(REPO_ROOT / "scripts" / "export-openapi"), "--out", str(out)], check=True, capture_output=True)
+    assert out.read_text(encoding="utf-8") == (REPO_ROOT / "openapi.json").read_text(encoding="utf-8")
+    done = subprocess.run([str(REPO_ROOT / "scripts" / "export-openapi"), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_document_covers_every_procedure() -> None:
+    paths = json.loads((REPO_ROOT / "openapi.json").read_text(encoding="utf-8"))["paths"]
+    operations = {op["operationId"] for item in paths.values() for op in item.values()}
+    assert {"listTools", "executeTool", "getToolStatus", "cancelToolExecution", "getToolHistory", "getToolMetrics",
+            "getActiveExecutions", "getToolDetails"} <= operations
+    history = {p["name"]: p for p in paths["/api/tools/history"]["get"]["parameters"]}
+    assert history["limit"]["schema"]["maximum"] == 100 and history["limit"]["schema"]["minimum"] == 1
