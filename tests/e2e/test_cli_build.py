@@ -21,7 +21,9 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     servers = tmp_path / "mcp.json"
-    servers.write_text(json.dumps({"mcpServers": {"probe": probe_config()}}))
+    # Steps go through the engine: the probe's tools are unclassified (dangerous) unless the
+    # server config says otherwise, and the local user is execute_basic.
+    servers.write_text(json.dumps({"mcpServers": {"probe": probe_config(risk="safe")}}))
     agent = tmp_path / "chain.yaml"
     agent.write_text(yaml.safe_dump({
         "metadata": {"name": "chain", "displayName": "Chain"},
@@ -120,7 +122,9 @@ def test_tools_list_and_call(env: dict[str, str]) -> None:
     names = [t["name"] for t in json.loads(stdout)["tools"]]
     assert code == 0 and "probe/echo" in names and "probe/make-number" in names
     code, stdout, _ = invoke(env, "--json", "tools", "call", "probe/add", "--args", '{"a": 1, "b": 2}')
-    assert code == 0 and json.loads(stdout)["structuredContent"] == {"value": 3.0, "label": "sum"}
+    execution = json.loads(stdout)
+    assert code == 0 and execution["status"] == "success" and execution["toolName"] == "probe/add"
+    assert execution["result"]["structuredContent"] == {"value": 3.0, "label": "sum"}
     code, _, stderr = invoke(env, "tools", "call", "probe/add", "--args", '{"a": "x"}')
     assert code == 1 and "`a`: 'x' is not of type 'number'" in stderr
     code, _, _ = invoke(env, "tools", "call", "probe/fail")

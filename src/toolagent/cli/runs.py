@@ -1,4 +1,9 @@
-"""`toolagent build`, `demo`, `runs`, `deliverables` and `tools`."""
+"""`toolagent build`, `demo`, `runs` and `deliverables`.
+
+Every BUILD step goes through the execution engine as the CLI's principal (`--user` /
+`TOOLAGENT_USER`, else the local user): gated by level against risk, rate limited, recorded in
+`toolagent history` and cancellable from another process with `toolagent runs cancel RUN_ID`.
+"""
 
 from __future__ import annotations
 
@@ -6,27 +11,28 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import typer
 from rich.table import Table
 
-from ..errors import UsageError
+from ..engine import Engine, EngineConfig
+from ..errors import NotFound, UsageError
 from ..mcp.config import ServersConfig
-from ..mcp.pool import ServerPool, check_arguments
 from ..runs import BuildRunner, RunEvent, load_agent, plan_build
+from ..runs.executor import engine_executor
 from ..runs.flow import FlowCap
 from ..seeding import default_seed_files, seed_files
 from ..store import open_store
 from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, run, state
+from .tools import engine_and_pool, namespaces_of, register_tools
 
-runs_app = typer.Typer(help="Inspect BUILD runs.", no_args_is_help=True)
+runs_app = typer.Typer(help="Inspect and cancel BUILD runs.", no_args_is_help=True)
 deliverables_app = typer.Typer(help="Inspect deliverables.", no_args_is_help=True)
-tools_app = typer.Typer(help="List and call the tools of the configured MCP servers.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(deliverables_app, name="deliverables")
-app.add_typer(tools_app, name="tools")
 
-#: What the terminal shows of a value (the store keeps everything).
-TERMINAL_CAP = FlowCap(max_items=20, max_chars=4000)
+#: How often `runs cancel` looks at the run while it waits for it to stop.
+CANCEL_POLL_S = 0.15
 _MARKS = {"success": "[green]✓[/]", "failed": "[red]✗[/]", "denied": "[red]⊘[/]", "skipped": "[yellow]-[/]",
           "cancelled": "[yellow]⊗[/]"}
 
@@ -34,7 +40,9 @@ _MARKS = {"success": "[green]✓[/]", "failed": "[red]✗[/]", "denied": "[red]�
 def _progress(event: RunEvent) -> None:
     """Live step progress on stderr (a terminal only), so stdout stays the deliverable."""
     step = event.step
-    if event.kind == "step_started" and step is not None:
+    if event.kind == "run_started":
+        err.print(f"[dim]run {event.run_id} started; stop it with: toolagent runs cancel {event.run_id}[/]", markup=True)
+    elif event.kind == "step_started" and step is not None:
         err.print(f"[dim]…[/] {step.tool}", markup=True)
     elif event.kind == "step_finished" and step is not None:
         mark = _MARKS.get(step.status, "?")
@@ -55,9 +63,14 @@ async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, 
                 err.print(f"[dim]seed: {outcome} {ref}[/]", markup=True)
         agent = await load_agent(agent_ref, store)
         plan = plan_build(agent, overrides, deliverable_format=fmt)
-        async with ServerPool(config) as pool:
-            runner = BuildRunner(pool, store, flow_cap=FlowCap.from_env())
-            outcome = await runner.run(plan, payload, user=state.user, on_event=_progress if is_tty() or not state.json else None)
+        async with engine_and_pool(store, config) as (engine, pool, principal):
+            # Only the servers the plan uses are started (concurrently), not every configured one.
+            await register_tools(engine, pool, namespaces_of(plan.tools))
+            # A step's timeout: its server's timeout_s in mcp.json, else the engine config's default.
+            runner = BuildRunner(pool, store, executor=engine_executor(engine, pool, principal),
+                                 default_timeout_s=engine.config.default_timeout_ms / 1000, flow_cap=FlowCap.from_env())
+            outcome = await runner.run(plan, payload, user=principal.name,
+                                       on_event=_progress if is_tty() or not state.json else None)
     d = outcome.deliverable
     if state.json:
         emit_json({"runId": outcome.run_id, "status": outcome.status, "deliverableId": d["id"], "deliverable": {
@@ -82,8 +95,14 @@ def build(
 ) -> None:
     """Run an agent's BUILD: call its tools over MCP and store a deliverable.
 
+    Every step goes through the execution engine as --user (else the local user): a step whose
+    tool is riskier than your level allows is recorded as denied, naming level, risk and tool,
+    and the run fails. Steps are recorded in `toolagent history`; the run id is printed on
+    stderr as it starts, so `toolagent runs cancel RUN_ID` stops it from another terminal.
+
     Prints the deliverable on stdout and step progress on stderr. Exit 0 when the run
-    succeeded, 1 when it failed, 2 on usage or configuration errors.
+    succeeded, 1 when it failed (a step failed or was denied) or was cancelled, 2 on usage or
+    configuration errors.
 
     Example: toolagent build demo/supabase-agent -o @seeds/payloads/demo_build.json -f markdown
     """
@@ -98,7 +117,13 @@ def demo(
     question: str = typer.Option("top 10 conversations by date", "--question", "-q", help="The analytics question."),
     fmt: str = typer.Option("markdown", "--format", "-f", help="Deliverable format: json, markdown or text."),
 ) -> None:
-    """Seed demo/supabase-agent and run its BUILD on the embedded demo database (no network needed)."""
+    """Seed demo/supabase-agent and run its BUILD on the embedded demo database (no network needed).
+
+    Runs like `toolagent build` (through the execution engine, as --user or the local user); the
+    demo's Supabase tools are marked safe in mcp.json, so the default execute_basic level may run them.
+
+    Example: toolagent demo --question "how many conversations per status" --format text
+    """
     example = Path(__file__).resolve().parents[3] / "seeds" / "payloads" / "demo_build.json"
     overrides = json.loads(example.read_text()) if example.is_file() else {}
     overrides.setdefault("toolParams", {}).setdefault("supabase/generate-sql", {})["query"] = question
@@ -112,7 +137,10 @@ def runs_list(
     status: str | None = typer.Option(None, "--status", help="success, failed, cancelled or running."),
     limit: int = typer.Option(20, "--limit", min=1, max=500, help="How many (newest first)."),
 ) -> None:
-    """List recent runs."""
+    """List recent runs, newest first.
+
+    Example: toolagent runs list --status failed --limit 5
+    """
 
     async def body() -> None:
         parts = tuple(agent.split("/", 1)) if agent else None
@@ -132,7 +160,10 @@ def runs_list(
 
 @runs_app.command("show")
 def runs_show(run_id: str = typer.Argument(..., help="Run id (run_...).")) -> None:
-    """Show a run and its steps."""
+    """Show a run and its steps (status, duration, error, where chained arguments came from).
+
+    Example: toolagent runs show run_1767225600000_1a2b3c4d
+    """
 
     async def body() -> None:
         async with open_store(state.db) as store:
@@ -156,9 +187,64 @@ def runs_show(run_id: str = typer.Argument(..., help="Run id (run_...).")) -> No
     run(body)
 
 
+@runs_app.command("cancel")
+def runs_cancel(
+    run_id: str = typer.Argument(..., help="Run id (run_...), printed on stderr when the run starts."),
+    wait_s: float = typer.Option(5.0, "--wait", min=0, help="Seconds to wait for the run to stop."),
+) -> None:
+    """Cancel a running BUILD run, from any process: its running step is cancelled, later steps do not run.
+
+    Only the user who started the run (--user / TOOLAGENT_USER, else the local user) or an admin
+    may cancel it; anyone else is told it does not exist. Exit 0 when the run stopped, 1 when it
+    is not found or still running after --wait seconds, 2 when it is not running.
+
+    Example: toolagent runs cancel run_1767225600000_1a2b3c4d --wait 10
+    """
+
+    async def body() -> int:
+        async with open_store(state.db) as store, Engine(store, config=EngineConfig.load()) as engine:
+            me = await engine.principals.resolve_cli_user(state.user)
+            # Someone else's run reads exactly like a missing one.
+            missing = NotFound(f"run '{run_id}' not found among your runs: `toolagent runs list` shows run ids "
+                               "(only the user who started a run, or an admin, may cancel it)")
+            try:
+                row = await store.runs.get_run(run_id)
+            except NotFound:
+                raise missing from None
+            if not me.is_admin and row.user_id != me.name:
+                raise missing
+            if row.status != "running":
+                raise UsageError(f"run '{run_id}' is not running (it ended {row.status}); only running runs can be cancelled")
+            asked: set[str] = set()
+            with anyio.move_on_after(wait_s):
+                while True:
+                    # Asked again on every look: a step that starts meanwhile is flagged too, and a
+                    # run that had not reached its first call yet is marked once it does.
+                    asked.update(await engine.cancel_run(run_id, me, wait_s=0))
+                    row = await store.runs.get_run(run_id)
+                    if row.status != "running":
+                        break
+                    await anyio.sleep(CANCEL_POLL_S)
+            row = await store.runs.get_run(run_id)
+        stopped = row.status != "running"
+        if state.json:
+            emit_json({"runId": run_id, "status": row.status, "stopped": stopped, "cancelledExecutions": sorted(asked)})
+        elif stopped:
+            out.print(f"run {run_id}: {row.status}" + (f" ({len(asked)} running step(s) cancelled)" if asked else ""),
+                      markup=False)
+        else:
+            err.print(f"asked run {run_id} to cancel; its process has not stopped it within {wait_s:g} s", markup=False)
+        return 0 if stopped else EXIT_FAILED
+
+    raise typer.Exit(run(body))
+
+
 @deliverables_app.command("show")
 def deliverables_show(deliverable_id: str = typer.Argument(..., help="Deliverable id (dlv_...) or its run id.")) -> None:
-    """Print a stored deliverable's content (with --json: everything)."""
+    """Print a stored deliverable's content (with --json: everything).
+
+    Example: toolagent deliverables show run_1767225600000_1a2b3c4d > report.md
+    """
 
     async def body() -> None:
         async with open_store(state.db) as store:
@@ -169,66 +255,3 @@ def deliverables_show(deliverable_id: str = typer.Argument(..., help="Deliverabl
             print(row.content, end="" if row.content.endswith("\n") else "\n")
 
     run(body)
-
-
-@tools_app.command("list")
-def tools_list(server: str | None = typer.Option(None, "--server", help="Only this server's tools.")) -> None:
-    """List the tools of every configured server (or one), as `namespace/tool`."""
-
-    async def body() -> None:
-        config = ServersConfig.load(state.servers)
-        async with ServerPool(config) as pool:
-            if server:
-                specs, errors = await pool.list_tools(server), {}
-            else:
-                specs, errors = await pool.all_tools()
-        if state.json:
-            emit_json({"tools": [{"name": s.name, "description": s.description, "inputSchema": s.input_schema,
-                                  "readOnly": s.annotations.get("read_only_hint"), "risk": s.risk,
-                                  "category": s.category} for s in specs], "errors": errors})
-        else:
-            table = Table("tool", "description")
-            for s in specs:
-                table.add_row(s.name, (s.description or "").splitlines()[0][:100] if s.description else "")
-            out.print(table)
-            for name, why in errors.items():
-                err.print(f"[red]unavailable[/] {name}: {why}", markup=True)
-        if errors and not specs:
-            raise typer.Exit(EXIT_FAILED)
-
-    run(body)
-
-
-@tools_app.command("call")
-def tools_call(
-    name: str = typer.Argument(..., help="Tool as namespace/tool, e.g. supabase/get-schema."),
-    args: str = typer.Option("{}", "--args", "-a", help="Arguments JSON or @file.json."),
-    timeout_ms: int | None = typer.Option(None, "--timeout", help="Timeout in ms (1000-300000)."),
-) -> None:
-    """Call one tool and print its result. Exit 0 ok, 1 tool error or failure, 2 bad input."""
-    arguments = read_json_arg(args, "--args")
-
-    async def body() -> int:
-        from ..agents.validation import msg_no_namespace
-
-        if not isinstance(arguments, dict):
-            raise UsageError("--args must be a JSON object")
-        ns, sep, tool = name.partition("/")
-        if not sep or not ns or not tool:
-            raise UsageError(msg_no_namespace(name))
-        if timeout_ms is not None and not 1000 <= timeout_ms <= 300000:
-            raise UsageError(f"--timeout must be between 1000 and 300000 ms, got {timeout_ms}")
-        config = ServersConfig.load(state.servers)
-        async with ServerPool(config) as pool:
-            spec = await pool.tool_spec(name)
-            check_arguments(spec, arguments)
-            result = await pool.call(spec, arguments, timeout_s=(timeout_ms / 1000) if timeout_ms else spec.timeout_s or 30.0)
-        if state.json:
-            emit_json(result.to_json())
-        elif result.structured is not None:
-            print(json.dumps(TERMINAL_CAP.apply(result.structured), indent=2, default=str))
-        else:
-            print(result.text)
-        return EXIT_FAILED if result.is_error else 0
-
-    raise typer.Exit(run(body))

@@ -183,8 +183,12 @@ class BuildRunner:
             self._active.pop(run_id, None)
         if status == RUNNING:
             failed = [s for s in steps if s.status in (FAILED, DENIED)]
-            status = FAILED if failed else SUCCESS
-            error = f"{len(failed)} step(s) failed: {', '.join(s.tool for s in failed)}" if failed else None
+            # A step cancelled through the engine (`cancel_run` from another process) ends the
+            # run cancelled, not successful; a failure still wins over its cancelled siblings.
+            cancelled = [s for s in steps if s.status == CANCELLED]
+            status = FAILED if failed else CANCELLED if cancelled else SUCCESS
+            error = (f"{len(failed)} step(s) failed: {', '.join(s.tool for s in failed)}" if failed else
+                     f"run cancelled: {cancelled[0].error or cancelled[0].tool}" if cancelled else None)
         with anyio.CancelScope(shield=True):
             return await self._finish(ctx, status, error)
 

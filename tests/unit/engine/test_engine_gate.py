@@ -1,12 +1,18 @@
 """The pure gate: the 4 levels x 3 risks matrix, the check order, API key scopes; risk and category
-classification; the engine config."""
+classification; the engine config. And the same matrix for BUILD steps, through BuildRunner and
+`engine_executor` over an MCP server running in process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+import yaml
 
 from toolagent.engine.config import EngineConfig
 from toolagent.engine.permissions import (
@@ -14,6 +20,7 @@ from toolagent.engine.permissions import (
 )
 from toolagent.engine.registry import Registry, classify_category, classify_risk
 from toolagent.errors import ConfigError, UsageError
+from toolagent.mcp.config import ServersConfig
 from toolagent.tools.spec import ToolSpec
 
 ALLOWED = {
@@ -182,3 +189,97 @@ def test_config_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("TOOLAGENT_ENGINE_CONFIG", str(path))
     c = EngineConfig.load()
     assert c.retention_days == 7 and c.tool_rate_per_minute == {"web/post": 2}
+
+
+# -- the matrix for BUILD steps: BuildRunner + engine_executor over a real (in-process) MCP server ---
+
+#: Tool of the in-process server -> the risk the server config gives it.
+STEP_RISKS = {"safe-op": "safe", "moderate-op": "moderate", "dangerous-op": "dangerous"}
+
+
+def _gate_server(calls: list[str]) -> Any:
+    from mcp.server.mcpserver import MCPServer
+
+    def make(name: str) -> Any:
+        def op(text: str = "") -> str:
+            calls.append(name)
+            return f"{name}:{text}"
+
+        return op
+
+    server = MCPServer("gate", log_level="WARNING")
+    for tool in STEP_RISKS:
+        server.tool(name=tool)(make(tool))
+    return server
+
+
+@pytest.fixture
+def in_memory_pool(monkeypatch: pytest.MonkeyPatch) -> tuple[ServersConfig, list[str]]:
+    """A pool config whose one server, `gate`, runs in this process over the SDK's in-memory transport
+    (the pool's single transport seam, `connect`, is pointed at it); returns it and the server's calls."""
+    from mcp import Client
+
+    calls: list[str] = []
+    server = _gate_server(calls)
+
+    @contextlib.asynccontextmanager
+    async def connect(params: Any, *, errlog: Any, message_handler: Any = None) -> AsyncIterator[Any]:
+        async with Client(server, message_handler=message_handler) as client:
+            yield client.session
+
+    monkeypatch.setattr("toolagent.mcp.pool.connect", connect)
+    config = ServersConfig.from_data({"mcpServers": {"gate": {"command": "in-memory", "risk": STEP_RISKS}}})
+    return config, calls
+
+
+def _plan(mode: str) -> Any:
+    from toolagent.agents import load_definition_text, record_from_definition
+    from toolagent.agents.loaders import LoadedAgent
+    from toolagent.runs import plan_build
+
+    text = yaml.safe_dump({"metadata": {"name": "gate-matrix"}, "configuration": {
+        "tools": [f"gate/{t}" for t in STEP_RISKS], "toolExecutionMode": mode, "stopOnError": False,
+        "toolParams": {f"gate/{t}": {"text": "x"} for t in STEP_RISKS},
+    }})
+    defn = load_definition_text(text)
+    return plan_build(LoadedAgent(defn, record_from_definition(defn, text, org="tests"), "gate-matrix"), None)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["sequential", "parallel"])
+@pytest.mark.parametrize("level", LEVELS)
+async def test_build_step_matrix(tmp_path: Path, in_memory_pool: tuple[ServersConfig, list[str]], level: str,
+                                 mode: str) -> None:
+    from toolagent.engine import Engine
+    from toolagent.mcp.pool import ServerPool
+    from toolagent.runs import BuildRunner
+    from toolagent.runs.executor import engine_executor
+    from toolagent.store import open_store
+
+    config, calls = in_memory_pool
+    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, Engine(store) as engine, \
+            ServerPool(config) as pool:
+        me = await engine.principals.add_user("bob", level=level, plan="enterprise")
+        specs, errors = await pool.all_tools()
+        assert not errors
+        engine.registry.update(specs)
+        runner = BuildRunner(pool, store, executor=engine_executor(engine, pool, me))
+        with anyio.fail_after(10):
+            outcome = await runner.run(_plan(mode), user=me.name)
+        page = await engine.history(me, run_id=outcome.run_id)
+
+    allowed = {f"gate/{t}": ALLOWED[(level, risk)] for t, risk in STEP_RISKS.items()}
+    assert {s.tool: s.status for s in outcome.steps} == {t: "success" if ok else "denied" for t, ok in allowed.items()}
+    for step in outcome.steps:
+        risk = STEP_RISKS[step.tool.partition("/")[2]]
+        if allowed[step.tool]:
+            assert step.error is None and step.result is not None and step.result.text == f"{step.tool.partition('/')[2]}:x"
+        else:
+            assert step.error == (f"user 'bob' ({level}) may not run '{step.tool}' (risk {risk}): "
+                                  + ("view_only may only view executions; " if level == "view_only" else "")
+                                  + f"requires {REQUIRES[risk]}")
+    assert outcome.status == ("success" if all(allowed.values()) else "failed")
+    # Denied steps never reached the server, and every step is in the history, denials included.
+    assert sorted(calls) == sorted(t.partition("/")[2] for t, ok in allowed.items() if ok)
+    assert sorted((e.tool, e.status, e.denied, e.denial) for e in page.executions) == sorted(
+        (t, "success", False, None) if ok else (t, "failed", True, "level") for t, ok in allowed.items())

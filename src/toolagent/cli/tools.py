@@ -1,0 +1,360 @@
+"""`toolagent tools list | show | call`: the configured MCP servers' tools, through the execution engine.
+
+Every command acts as the `--user` / `TOOLAGENT_USER` principal, else as the local user (created
+on first use at the engine config's `local_user_level`). `list` and `show` mark what that user
+may run; `call` goes through `Engine.execute`, so it is gated (level against risk, rate limit,
+budget), recorded in `toolagent history`, bounded by its timeout and cancellable by id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import math
+from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
+from typing import Any
+
+import anyio
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..engine import Engine, EngineConfig, Execution, ExecutionDenied, Principal, ToolEntry
+from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..engine.events import Event
+from ..engine.permissions import CATEGORIES, DENIAL_DISABLED, DENIAL_LEVEL, can_run, levels_for, parse_category
+from ..errors import BudgetExceeded, RateLimited, ServerUnavailable, UsageError
+from ..mcp.config import ServersConfig
+from ..mcp.pool import ServerPool, check_arguments
+from ..runs.flow import FlowCap
+from ..store import Store, open_store
+from ..tools.spec import ToolResult
+from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
+
+tools_app = typer.Typer(
+    help=(
+        "List, inspect and call the tools of the configured MCP servers. Calls go through the execution "
+        "engine: gated by your level against the tool's risk, rate limited, recorded in `toolagent history`."
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(tools_app, name="tools")
+
+#: What the terminal shows of a value (the store keeps everything).
+TERMINAL_CAP = FlowCap(max_items=20, max_chars=4000)
+
+_RISK_SOURCES = {
+    "operator": "set by the operator (\"risk\" in mcp.json, or the engine config)",
+    "table": "from the built-in risk table",
+    "annotations": "from the server's annotations (the server is marked trusted)",
+    "default": "default: unclassified tools are dangerous; set \"risk\" in mcp.json to change it",
+}
+
+
+# -- shared with `build` ------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def engine_and_pool(store: Store, servers: ServersConfig) -> AsyncIterator[tuple[Engine, ServerPool, Principal]]:
+    """The engine (with `EngineConfig.load()`), the CLI's principal and the server pool.
+
+    The principal is resolved before any server starts, so an unknown `--user` fails at once.
+
+    Raises:
+        ConfigError: the engine config is invalid.
+        NotFound: `--user` names no user.
+    """
+    async with Engine(store, config=EngineConfig.load()) as engine:
+        principal = await engine.principals.resolve_cli_user(state.user)
+        async with ServerPool(servers) as pool:
+            yield engine, pool, principal
+
+
+async def register_tools(engine: Engine, pool: ServerPool, namespaces: Iterable[str] | None = None) -> dict[str, str]:
+    """List the tools of `namespaces` (default: every configured server) into the engine's registry.
+
+    Servers are listed concurrently, and only those asked for are started. Unreachable or
+    unknown servers are returned (name -> why), not raised: a call to one of their tools fails
+    with its own message.
+    """
+    if namespaces is None:
+        specs, errors = await pool.all_tools()
+    else:
+        found: dict[str, list[Any]] = {}
+        errors = {}
+
+        async def one(name: str) -> None:
+            try:
+                found[name] = await pool.list_tools(name)
+            except ServerUnavailable as exc:
+                errors[name] = exc.message
+
+        wanted = list(dict.fromkeys(namespaces))
+        async with anyio.create_task_group() as tg:
+            for name in wanted:
+                tg.start_soon(one, name)
+        specs = [s for name in wanted for s in found.get(name, [])]
+    engine.registry.update(specs)
+    return errors
+
+
+def namespaces_of(tools: Iterable[str]) -> list[str]:
+    """The server names of qualified tool names, in first-use order."""
+    return list(dict.fromkeys(t.partition("/")[0] for t in tools))
+
+
+def _check_name(name: str) -> None:
+    from ..agents.validation import msg_no_namespace
+
+    ns, sep, tool = name.partition("/")
+    if not sep or not ns or not tool:
+        raise UsageError(msg_no_namespace(name) + "; `toolagent tools list` shows the names")
+
+
+def _may_run(entry: ToolEntry, me: Principal) -> str:
+    if not entry.enabled:
+        return "no: disabled"
+    if can_run(me.level, entry.risk):
+        return "yes"
+    return f"no: needs {levels_for(entry.risk)[0] if levels_for(entry.risk) else 'a known risk'}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun if n == 1 else (noun[:-1] + 'ies' if noun.endswith('y') else noun + 's')}"
+
+
+def _when(value: datetime | None) -> str:
+    return value.isoformat(timespec="seconds") if value is not None else "never"
+
+
+# -- list ---------------------------------------------------------------------------------------
+
+
+@tools_app.command("list")
+def tools_list(
+    server: str | None = typer.Option(None, "--server", help="Only this server's tools (only it is started)."),
+    category: str | None = typer.Option(None, "--category", "-c", help=f"Only this category: {', '.join(CATEGORIES)}."),
+    search: str | None = typer.Option(None, "--search", "-s", help="Only tools whose name, title or description contains TEXT."),
+    tag: list[str] = typer.Option([], "--tag", "-t", help="Only tools with this tag (repeatable: all must match)."),
+    include_deprecated: bool = typer.Option(False, "--include-deprecated", help="Also list deprecated tools."),
+) -> None:
+    """List tools by category, with their risk and whether you may run them.
+
+    Risk comes from the server config ("risk" in mcp.json), the engine config, the built-in
+    table or, for servers marked trusted, their annotations; unclassified tools are dangerous.
+    Unreachable servers are reported on stderr. Exit 1 only when no server answered.
+
+    Example: toolagent tools list --category database --search sql
+    """
+
+    async def body() -> None:
+        if category is not None:
+            parse_category(category)
+        servers = ServersConfig.load(state.servers)
+        async with open_store(state.db) as store, engine_and_pool(store, servers) as (engine, pool, me):
+            if server is not None:
+                specs = await pool.list_tools(server)
+                engine.registry.update(specs)
+                errors: dict[str, str] = {}
+            else:
+                errors = await register_tools(engine, pool)
+            listing = await engine.list_tools(me, category=category, search=search, tags=tag,
+                                              include_deprecated=include_deprecated)
+        if state.json:
+            emit_json({**listing.to_json(), "user": {"name": me.name, "level": me.level}, "errors": errors})
+        else:
+            rows = [
+                (cat if i == 0 else "", e.name + (" (deprecated)" if e.deprecated else ""), e.risk, _may_run(e, me),
+                 e.spec.description.strip().splitlines()[0] if e.spec.description.strip() else "", i == len(entries) - 1)
+                for cat, entries in listing.categorized.items() for i, e in enumerate(entries)
+            ]
+            # Names are never cut; the description gets one line of what the other columns leave.
+            fixed = [max([len(h), *(len(r[k]) for r in rows)]) for k, h in enumerate(("category", "tool", "risk", "you may run"))]
+            table = Table("category", "tool", "risk", "you may run")
+            for column in table.columns:
+                column.no_wrap = True
+            table.add_column("description", no_wrap=True, overflow="ellipsis",
+                             max_width=max(10, out.width - sum(fixed) - 16))  # 5 columns: padding 2 each, 6 rules
+            for cat, name, risk, may, desc, last in rows:
+                table.add_row(cat, escape(name), risk, may, escape(desc), end_section=last)
+            out.print(table)
+            runnable = sum(1 for e in listing.tools if e.enabled and can_run(me.level, e.risk))
+            err.print(f"{_count(listing.total_count, 'tool')} in {_count(len(listing.categorized), 'category')}; "
+                      f"you ({me.name}, {me.level}) may run {runnable}. Details: toolagent tools show NAME", markup=False)
+        for name, why in errors.items():
+            err.print(f"[red]unavailable[/] {escape(name)}: {escape(why)}", markup=True)
+        if errors and len(engine.registry) == 0:  # no server answered
+            raise typer.Exit(EXIT_FAILED)
+
+    run(body)
+
+
+# -- show ---------------------------------------------------------------------------------------
+
+
+@tools_app.command("show")
+def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g. supabase/get-schema.")) -> None:
+    """Show one tool in full, with its metrics and your own use of it.
+
+    Description, input schema, category, risk and where it came from, whether you may run it,
+    tags, version, enabled/deprecated, timeout; then everyone's figures and yours.
+
+    Example: toolagent tools show supabase/execute-sql
+    """
+
+    async def body() -> None:
+        _check_name(name)
+        servers = ServersConfig.load(state.servers)
+        async with open_store(state.db) as store, engine_and_pool(store, servers) as (engine, pool, me):
+            await pool.tool_spec(name)  # names the configured servers, or the server's tools, when wrong
+            await register_tools(engine, pool, [name.partition("/")[0]])
+            details = await engine.tool_details(name, me)
+        if state.json:
+            emit_json({**details.to_json(), "user": {"name": me.name, "level": me.level}})
+            return
+        e, m, u = details.tool, details.metrics, details.user_stats
+        spec = e.spec
+        out.print(f"[bold]{escape(e.name)}[/]" + (f" — {escape(spec.title)}" if spec.title else "")
+                  + f" [dim](server {escape(spec.server)})[/]", markup=True)
+        if spec.description:
+            for line in inspect.cleandoc(spec.description).splitlines():
+                out.print(f"  {line}", markup=False)
+        status = ("enabled" if e.enabled else "disabled") + (", deprecated" if e.deprecated else "")
+        rows = [
+            ("category", e.category),
+            ("risk", f"{e.risk} — {_RISK_SOURCES.get(e.risk_source, e.risk_source)}"),
+            ("you may run", f"{_may_run(e, me)} ({me.name}, {me.level})"),
+            ("tags", ", ".join(e.tags) or "-"),
+            ("version", e.version or "-"),
+            ("status", status),
+            ("timeout", f"{spec.timeout_s:g} s (server config)" if spec.timeout_s
+             else f"{engine.config.default_timeout_ms} ms (engine default)"),
+        ]
+        for label, value in rows:
+            out.print(f"  {label:<12} {value}", markup=False)
+        out.print("input schema:", markup=False)
+        out.print(json.dumps(spec.input_schema, indent=2), markup=False)
+        out.print(f"metrics:     calls {m.invocations}: {m.successes} ok, {m.failures} failed, {m.cancelled} cancelled; "
+                  f"avg {m.average_ms:.0f} ms, p50 {m.p50_ms:.0f} ms, p95 {m.p95_ms:.0f} ms; last {_when(m.last_invoked)}",
+                  markup=False)
+        out.print(f"your use:    executions {u.total}: {u.success} ok, {u.failed} failed, {u.cancelled} cancelled, "
+                  f"{u.denied} denied; avg {u.average_ms:.0f} ms; last {_when(u.last_executed)}", markup=False)
+
+    run(body)
+
+
+# -- call ---------------------------------------------------------------------------------------
+
+
+def _denial_message(exc: ExecutionDenied, me: Principal) -> str:
+    lines = [f"denied: {exc.message}"]
+    if exc.denial == DENIAL_LEVEL and levels_for(exc.risk):
+        fix = f"fix: an admin can raise your level with `toolagent users set-level {me.name} {levels_for(exc.risk)[0]}`"
+        if exc.risk != "safe" and exc.level != "view_only":
+            fix += f", or the operator can lower the tool's \"risk\" in mcp.json if {exc.risk} overstates it"
+        lines.append(fix)
+    elif exc.denial == DENIAL_DISABLED:
+        lines.append(f"fix: enable it in the engine config (TOOLAGENT_ENGINE_CONFIG): tools: {{\"{exc.tool}\": {{enabled: true}}}}")
+    if exc.execution_id:
+        lines.append(f"recorded as execution {exc.execution_id} (toolagent executions show {exc.execution_id})")
+    return "\n".join(lines)
+
+
+def _limit_message(exc: RateLimited | BudgetExceeded) -> str:
+    limit = getattr(exc, "limit", None)
+    retry = getattr(exc, "retry_after_s", None)
+    kind = "rate limited" if isinstance(exc, RateLimited) else "budget used up"
+    lines = [f"{kind}: {exc.message}"]
+    if limit is not None and retry is not None:
+        lines.append(f"limit {limit}, remaining {getattr(exc, 'remaining', 0)}, retry after {math.ceil(retry)} s")
+    return "\n".join(lines)
+
+
+def _print_result(result: ToolResult) -> None:
+    if result.structured is not None:
+        print(json.dumps(TERMINAL_CAP.apply(result.structured), indent=2, default=str))
+    elif result.text:
+        print(result.text)
+
+
+def _failure_message(execution: Execution) -> str:
+    if execution.status == "cancelled":
+        reason = execution.reason or "cancelled"
+        return f"cancelled: {reason}" if not reason.startswith("cancelled") else reason
+    return f"tool '{execution.tool}' failed: {execution.error or 'the tool reported an error'}"
+
+
+@tools_app.command("call")
+def tools_call(
+    name: str = typer.Argument(..., help="Tool as namespace/tool, e.g. supabase/get-schema."),
+    args: str = typer.Option("{}", "--args", "-a", help="Arguments JSON or @file.json."),
+    timeout_ms: int | None = typer.Option(
+        None, "--timeout", help=f"Timeout in ms ({MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS}). Default: the server's "
+                                "timeout_s in mcp.json, else the engine config's default_timeout_ms (30000).",
+    ),
+) -> None:
+    """Call one tool through the execution engine and print its result.
+
+    The call is gated (your level against the tool's risk, rate limit, monthly budget), recorded in
+    `toolagent history` and cancelled at the timeout. Its execution id is printed on stderr as it
+    starts, so `toolagent executions cancel ID` stops it from another terminal. With --json, stdout
+    is the execution record (status, result, error, timing).
+
+    Exit 0 success; 1 the tool failed, or the call was denied, rate limited, timed out or cancelled;
+    2 bad input (name, --args, --timeout).
+
+    Example: toolagent tools call supabase/generate-sql --args '{"query": "top 10 conversations by date"}' --timeout 5000
+    """
+    arguments = read_json_arg(args, "--args")
+
+    async def body() -> int:
+        if not isinstance(arguments, dict):
+            raise UsageError("--args must be a JSON object, e.g. --args '{\"text\": \"hi\"}'")
+        _check_name(name)
+        if timeout_ms is not None and not MIN_TIMEOUT_MS <= timeout_ms <= MAX_TIMEOUT_MS:
+            raise UsageError(f"--timeout must be between {MIN_TIMEOUT_MS} and {MAX_TIMEOUT_MS} ms, got {timeout_ms}")
+        servers = ServersConfig.load(state.servers)
+        async with open_store(state.db) as store, engine_and_pool(store, servers) as (engine, pool, me):
+            spec = await pool.tool_spec(name)
+            await register_tools(engine, pool, [spec.server])
+            check_arguments(spec, arguments)
+
+            def announce(event: Event) -> None:
+                if state.json:
+                    err.print(json.dumps({"executionId": event.execution_id, "status": "running", "tool": event.tool,
+                                          "timeoutMs": event.data.get("timeoutMs")}), markup=False)
+                else:
+                    err.print(f"[dim]execution {event.execution_id} started (timeout {event.data.get('timeoutMs')} ms);"
+                              f" stop it with: toolagent executions cancel {event.execution_id}[/]", markup=True)
+
+            engine.events.subscribe(announce, types=["execution_started"])
+
+            async def invoke(values: dict[str, Any]) -> ToolResult:
+                # The engine owns the deadline (and cancels this call at it): no second timer here.
+                return await pool.call(spec, values, timeout_s=None, validate=False)
+
+            problem: str | None = None
+            try:
+                execution: Execution | None = await engine.execute(spec, arguments, me, invoke, timeout_ms=timeout_ms)
+            except ExecutionDenied as exc:
+                execution = await engine.get_execution(exc.execution_id, me) if exc.execution_id else None
+                problem = _denial_message(exc, me)
+            except (RateLimited, BudgetExceeded) as exc:
+                execution, problem = None, _limit_message(exc)
+        if state.json and execution is not None:
+            emit_json(execution.to_json())
+        if problem is None and execution is not None and execution.status != "success":
+            if not state.json and execution.result is not None and execution.result.structured is not None:
+                _print_result(execution.result)
+            problem = f"{_failure_message(execution)}\nexecution {execution.id} (toolagent executions show {execution.id})"
+        if problem is not None:
+            fail(problem, EXIT_FAILED)
+        if execution is not None and not state.json:
+            if execution.result is not None:
+                _print_result(execution.result)
+            err.print(f"[dim]execution {execution.id}: success in {execution.duration_ms or 0:.0f} ms[/]", markup=True)
+        return 0
+
+    raise typer.Exit(run(body))
