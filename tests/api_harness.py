@@ -159,3 +159,38 @@ def _wait_ready(server: LiveServer, timeout_s: float = 60) -> None:
                 return
         time.sleep(0.05)
     raise RuntimeError(f"API server not ready within {timeout_s:g} s:\n{server.server_log()}")
+
+
+def agent_body(definition: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A PUT /api/agents/{org}/{slug} body (PRD section 9 record) holding `definition` as JSON text."""
+    name = definition.get("metadata", {}).get("name", "agent")
+    return {"display_name": name, "agent_type": "tool", "mode_profile": "tool_full", "status": "active",
+            "yaml": json.dumps(definition), **fields}
+
+
+def read_events(client: httpx.Client, run_id: str, *, on_event: Any = None,
+                timeout_s: float = 30) -> list[dict[str, Any]]:
+    """Read `/api/runs/{run_id}/events` until the server ends the stream; the parsed `data` of each
+    event, in order. `on_event(data)` is called as each one arrives (e.g. to cancel mid-run)."""
+    events: list[dict[str, Any]] = []
+    kind, data = None, []
+    with client.stream("GET", f"/api/runs/{run_id}/events", timeout=timeout_s) as response:
+        if response.status_code != 200:
+            response.read()
+            raise AssertionError(f"events of {run_id}: {response.status_code} {response.text}")
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith(":"):
+                continue
+            if line.startswith("event:"):
+                kind = line.partition(":")[2].strip()
+            elif line.startswith("data:"):
+                data.append(line.partition(":")[2].strip())
+            elif not line and data:
+                event = json.loads("\n".join(data))
+                assert event["type"] == kind, (kind, event)
+                events.append(event)
+                kind, data = None, []
+                if on_event is not None:
+                    on_event(event)
+    return events

@@ -1,38 +1,80 @@
-"""The FastAPI application: same store, server config and engine as the CLI."""
+"""The FastAPI application: same store, server config and engine as the CLI.
+
+`GET /metrics` serves the Prometheus text exposition: the engine's figures (read from the store,
+so every process reports the same) plus this process's HTTP request counts and latencies. It
+needs no API key by default, as Prometheus scrapers send none; `TOOLAGENT_METRICS_AUTH=key`
+(any valid API key) or `=admin` (an admin's key) protects it, e.g. when the API is reachable
+from outside the monitoring network: the figures name tools and users.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Literal, get_args
 
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.routing import BaseRoute, Match
 
 from .. import __version__
+from ..engine.prometheus import CONTENT_TYPE, DEFAULT_BUCKETS_S, Histogram, PromHttpFigures, render
+from ..errors import ConfigError, PermissionDenied
 from ..mcp.config import ServersConfig
 from . import errors
+from .auth import current_caller
 from .services import Services, open_services
 
 #: What the API says about itself in /openapi.json.
 DESCRIPTION = (
-    "Run tool agents over HTTP: BUILD runs of stored agents, and the tools router (list, execute, "
-    "status, cancel, history, metrics) as REST routes under /api/tools and as tRPC procedures under "
-    "/trpc. Every route but /health and /ready needs `Authorization: Bearer <api key>` "
-    "(create one with `toolagent keys create --user NAME`)."
+    "Run tool agents over HTTP: agents admin and BUILD runs under /api/agents, /api/runs and "
+    "/api/deliverables, and the tools router (list, execute, status, cancel, history, metrics) as REST "
+    "routes under /api/tools and as tRPC procedures under /trpc. Every route but /health, /ready and "
+    "/metrics needs `Authorization: Bearer <api key>` or `X-API-Key: <api key>` (create one with "
+    "`toolagent keys create --user NAME`); /metrics needs one only when `TOOLAGENT_METRICS_AUTH` is "
+    "`key` or `admin`."
 )
 
+MetricsAuth = Literal["none", "key", "admin"]
+#: Who may read /metrics unless `create_app(metrics_auth=...)` or `TOOLAGENT_METRICS_AUTH` says otherwise.
+DEFAULT_METRICS_AUTH: MetricsAuth = "none"
+METRICS_AUTH_ENV = "TOOLAGENT_METRICS_AUTH"
 
-def create_app(*, db: str | None = None, servers: ServersConfig | None = None, engine_factory: Any = None) -> FastAPI:
+
+def metrics_auth_from_env() -> MetricsAuth:
+    """`TOOLAGENT_METRICS_AUTH` (`none`, `key` or `admin`), default `none`.
+
+    Raises:
+        ConfigError: any other value.
+    """
+    value = (os.environ.get(METRICS_AUTH_ENV) or DEFAULT_METRICS_AUTH).strip().lower()
+    if value not in get_args(MetricsAuth):
+        raise ConfigError(f"{METRICS_AUTH_ENV}={value!r}: expected one of {', '.join(get_args(MetricsAuth))}")
+    return value  # type: ignore[return-value]
+
+
+def create_app(*, db: str | None = None, servers: ServersConfig | None = None, engine_factory: Any = None,
+               metrics_auth: MetricsAuth | None = None) -> FastAPI:
     """Build the app; the store and MCP servers open when it starts.
 
     Args:
         db: store URL (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file).
         servers: MCP server config (default: the usual lookup of `mcp.json`).
         engine_factory: `callable(store) -> engine`; default: the execution engine with its config.
+        metrics_auth: who may read /metrics: `none` (anyone), `key` (any valid API key), `admin`
+            (an admin's key); default `TOOLAGENT_METRICS_AUTH`, else `none`.
+
+    Raises:
+        ConfigError: an unknown `metrics_auth` (or `TOOLAGENT_METRICS_AUTH`).
     """
     config = servers if servers is not None else ServersConfig.load()
+    if metrics_auth is None:
+        metrics_auth = metrics_auth_from_env()
+    elif metrics_auth not in get_args(MetricsAuth):
+        raise ConfigError(f"metrics_auth={metrics_auth!r}: expected one of {', '.join(get_args(MetricsAuth))}")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -44,17 +86,25 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None, e
                 yield
 
     app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    routes: list[BaseRoute] = []
     errors.install(app)
     app.state.http_metrics = HttpMetrics()
 
     @app.middleware("http")
     async def _count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        # Labelled by route template (`/api/runs/{run_id}`), never the raw path, to bound the series;
+        # a streamed response counts the time to its first byte.
         t0 = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        app.state.http_metrics.observe(request.method, path, response.status_code, time.perf_counter() - t0)
-        return response
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            if status == 405:
+                _allow_all_methods(routes, request, response)
+            return response
+        finally:
+            path = getattr(request.scope.get("route"), "path", "unmatched")
+            app.state.http_metrics.observe(request.method, path, status, time.perf_counter() - t0)
 
     @app.get("/health", tags=["system"], summary="Liveness")
     async def health() -> dict[str, Any]:
@@ -75,19 +125,56 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None, e
             ok, checks["reason"] = False, f"store unreachable: {exc}"
         return JSONResponse({"status": "ready" if ok else "not ready", **checks}, status_code=200 if ok else 503)
 
+    @app.get("/metrics", tags=["system"], summary="Prometheus metrics", response_class=Response, responses={
+        200: {"content": {CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}},
+              "description": "Prometheus text exposition format 0.0.4"},
+        401: {"description": "TOOLAGENT_METRICS_AUTH is `key` or `admin` and no valid API key was sent"},
+        403: {"description": "TOOLAGENT_METRICS_AUTH is `admin` and the key is not an admin's"},
+    })
+    async def metrics(request: Request) -> Response:
+        """The engine's figures — `tool_execution_total`, `tool_execution_duration_seconds`,
+        `tool_permission_denied_total`, `tool_rate_limited_total`, `tool_executions_active`,
+        `tool_user_executions_total`, `tool_discovery_count` (registered tools per stored agent) —
+        and this process's `http_requests_total` and `http_request_duration_seconds`. No API key
+        is needed unless the server runs with `TOOLAGENT_METRICS_AUTH=key` or `=admin`."""
+        svc: Services = request.app.state.services
+        if metrics_auth != "none":
+            caller = await current_caller(request)
+            if metrics_auth == "admin" and not caller.is_admin:
+                raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may not read /metrics: requires admin")
+        snapshot = (await svc.engine.metrics()).to_prometheus(await _discovery(svc))
+        snapshot = dataclasses.replace(snapshot, http=request.app.state.http_metrics.figures())
+        return Response(render(snapshot), media_type=CONTENT_TYPE)
+
     from .routes_agents import router as agents_router
 
     app.include_router(agents_router)
-    _include_optional_routers(app)
+    routers = [agents_router, *_include_optional_routers(app)]
+    # Every route with its methods (a router's own list: its routes carry their full paths), for 405s.
+    routes.extend(r for r in app.router.routes if getattr(r, "methods", None))
+    routes.extend(r for router in routers for r in router.routes)
     return app
 
 
-def _include_optional_routers(app: FastAPI) -> None:
+def _allow_all_methods(routes: list[BaseRoute], request: Request, response: Response) -> None:
+    """Starlette's 405 lists the methods of the first route matching the path only; list those of
+    every route with the same path template (GET, PUT and DELETE /api/agents/{org}/{slug} are three
+    routes). Routes of other templates that happen to match too (`/api/tools/{name:path}` for
+    `/api/tools/execute`) are another resource and stay out."""
+    matching = [r for r in routes if r.matches(request.scope)[0] is not Match.NONE]
+    if matching:
+        template = getattr(matching[0], "path", None)
+        methods = {m for r in matching if getattr(r, "path", None) == template for m in getattr(r, "methods", ())}
+        response.headers["Allow"] = ", ".join(sorted(methods))
+
+
+def _include_optional_routers(app: FastAPI) -> list[APIRouter]:
     from .routes_tools import router as tools_router
     from .trpc import router as trpc_router
 
     app.include_router(tools_router)
     app.include_router(trpc_router)
+    return [tools_router, trpc_router]
 
 
 @contextlib.asynccontextmanager
@@ -101,16 +188,60 @@ async def _default_engine(svc: Services) -> AsyncIterator[Any]:
         yield engine
 
 
-class HttpMetrics:
-    """Request counts and latencies per method, route and status, for /metrics."""
+async def _discovery(svc: Services) -> dict[str, int]:
+    """Per stored agent (`org/slug`), how many of its tools the engine has registered and enabled."""
+    from ..agents import load_record
 
-    def __init__(self) -> None:
-        self.counts: dict[tuple[str, str, int], int] = {}
-        self.seconds: dict[tuple[str, str], list[float]] = {}
+    counts: dict[str, int] = {}
+    for record in await svc.store.agents.list_agents():
+        try:
+            tools = load_record(record).definition.configuration.tools
+        except Exception:  # noqa: BLE001 - an invalid stored definition discovers nothing
+            continue
+        entries = (svc.engine.registry.get(name) for name in tools)
+        counts[record.ref] = sum(1 for entry in entries if entry is not None and entry.enabled)
+    return counts
+
+
+@dataclasses.dataclass
+class _Series:
+    """Requests of one method, route and status: how many, and their durations bucketed."""
+
+    per_bucket: list[int]
+    """Observations per bound (not cumulative); the last slot is `+Inf`."""
+    sum_s: float = 0.0
+    count: int = 0
+
+
+class HttpMetrics:
+    """Request counts and latency histograms per method, route template and status, for /metrics.
+
+    Observations are bucketed as they come, so memory stays bounded by the number of series and
+    counts never stop growing between scrapes.
+    """
+
+    def __init__(self, buckets_s: Sequence[float] = DEFAULT_BUCKETS_S) -> None:
+        self.buckets_s = tuple(buckets_s)
+        self._series: dict[tuple[str, str, int], _Series] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        """Count one request."""
-        self.counts[(method, route, status)] = self.counts.get((method, route, status), 0) + 1
-        samples = self.seconds.setdefault((method, route), [])
-        if len(samples) < 10_000:
-            samples.append(seconds)
+        """Count one request that took `seconds`."""
+        series = self._series.get((method, route, status))
+        if series is None:
+            series = self._series[(method, route, status)] = _Series([0] * (len(self.buckets_s) + 1))
+        index = next((i for i, bound in enumerate(self.buckets_s) if seconds <= bound), len(self.buckets_s))
+        series.per_bucket[index] += 1
+        series.sum_s += seconds
+        series.count += 1
+
+    def figures(self) -> list[PromHttpFigures]:
+        """The series as `toolagent.engine.prometheus.render` takes them."""
+        out = []
+        for (method, route, status), series in sorted(self._series.items()):
+            cumulative, running = [], 0
+            for n in series.per_bucket[:-1]:
+                running += n
+                cumulative.append(running)
+            histogram = Histogram(self.buckets_s, tuple(cumulative), series.sum_s, series.count)
+            out.append(PromHttpFigures(method, route, status, series.count, histogram=histogram))
+        return out

@@ -46,18 +46,33 @@ class Caller:
         """Admins see and cancel everything."""
         return self.level == "admin"
 
-    def runner(self, svc: Services) -> BuildRunner:
-        """A runner whose steps pass the engine's gate as this caller."""
-        if svc.engine is None:
-            return svc.runner
-        executor = engine_executor(svc.engine, svc.pool, self.principal, api_key=self.api_key)
-        return BuildRunner(svc.pool, svc.store, executor=executor, flow_cap=svc.runner.flow_cap)
+    @property
+    def may_edit_agents(self) -> bool:
+        """Every level but `view_only` may create and update agents (deleting needs admin)."""
+        return self.level != "view_only"
 
-    async def cancel_run(self, svc: Services, run_id: str) -> bool:
-        """Cancel a run's executions wherever they run (another process included)."""
+    def runner(self, svc: Services) -> BuildRunner:
+        """A runner whose every step goes through `engine.execute` as this caller: the level x risk
+        gate, the agent's tool list, this API key's scope and revocation, rate limit and budget,
+        history, audit, timeout and cancellation by id.
+
+        Raises:
+            ToolAgentError: (500) the server has no engine: steps never run ungated.
+        """
         if svc.engine is None:
-            return False
-        return bool(await svc.engine.cancel_run(run_id, self.principal))
+            raise ToolAgentError("the server has no execution engine: BUILD runs are unavailable")
+        executor = engine_executor(svc.engine, svc.pool, self.principal, api_key=self.api_key)
+        base = svc.runner
+        return BuildRunner(svc.pool, svc.store, executor=executor, default_timeout_s=base.default_timeout_s,
+                           max_concurrency=base.max_concurrency, flow_cap=base.flow_cap)
+
+    async def cancel_run(self, svc: Services, run_id: str) -> list[str]:
+        """Cancel a run's running executions wherever they run (another process included) and flag the
+        run so its later steps end cancelled; returns the ids of the executions asked to stop (at
+        once: the caller waits for the run itself)."""
+        if svc.engine is None:
+            return []
+        return list(await svc.engine.cancel_run(run_id, self.principal, wait_s=0))
 
 
 def _raw_key(request: Request) -> str | None:

@@ -1,28 +1,80 @@
-"""Agents admin, BUILD runs, run events and deliverables."""
+"""Agents admin, BUILD runs, run events and deliverables.
+
+| route                                   | who                                                      |
+| ---                                     | ---                                                      |
+| `GET    /api/agents`                    | any key                                                  |
+| `GET    /api/agents/{org}/{slug}`       | any key                                                  |
+| `PUT    /api/agents/{org}/{slug}`       | any level but `view_only`                                |
+| `DELETE /api/agents/{org}/{slug}`       | admins                                                   |
+| `POST   /api/agents/{org}/{slug}/build` | any key; each step is gated by the engine as the caller  |
+| `GET    /api/runs/{id}`                 | the run's user, admins                                   |
+| `POST   /api/runs/{id}/cancel`          | the run's user, admins                                   |
+| `GET    /api/runs/{id}/events`          | the run's user, admins                                   |
+| `GET    /api/deliverables/{id}`         | the run's user, admins                                   |
+
+Someone else's run or deliverable answers 404, exactly as a missing one does.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+import anyio
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..agents import AgentRecord, load_record
-from ..errors import NotFound, PermissionDenied
+from ..errors import DefinitionInvalid, NotFound, PermissionDenied, ToolAgentError, UsageError
 from ..runs import new_run_id, plan_build
-from ..store.runs import RunRow
+from ..store.runs import RunRow, StepRow
+from . import schemas
 from .auth import Caller, CallerDep
-from .schemas import AgentUpsert, BuildRequest
-from .services import Services
+from .errors import error_body
+from .procedures import ErrorOutput
+from .services import RUN_CANCEL_GRACE_S, RUN_CANCEL_WAIT_S, Services
 
 router = APIRouter(prefix="/api", tags=["agents"])
+
+#: Seconds between keep-alive comments on an idle event stream (proxies drop silent connections).
+SSE_KEEPALIVE_S = 15.0
+#: Seconds between store reads when following a run that executes in another process.
+SSE_POLL_S = 0.5
+#: Seconds between store reads while waiting for a run of another process to stop.
+CANCEL_POLL_S = 0.1
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorOutput, "description": description}
+
+
+_AUTH = {401: _error("Missing, unknown or revoked API key"), "4XX": _error("Any other client error (same shape)")}
+_INPUT = {400: _error("Invalid input: `error.details` names each invalid field")}
+_AGENT = {404: _error("No such agent")}
+_RUN = {404: _error("No such run or deliverable, or another user's (admins see all)")}
+
+_Org = Annotated[str, Path(min_length=1, max_length=200, description="Organization slug, e.g. `demo`.")]
+_Slug = Annotated[str, Path(min_length=1, max_length=200, description="Agent slug, e.g. `supabase-agent`.")]
+_RunId = Annotated[str, Path(min_length=1, max_length=100, description="`run_...` id from a build.")]
 
 
 def services(request: Request) -> Services:
     """The process-wide services."""
     return request.app.state.services  # type: ignore[no-any-return]
+
+
+def _invalid(exc: DefinitionInvalid, prefix: str, *, strip: str | None = None) -> JSONResponse:
+    """A 400 naming each problem's field (`prefix` + its path in the definition)."""
+    fields = []
+    for problem in exc.problems:
+        path = problem.path
+        if strip and path.startswith(strip):
+            path = path[len(strip):]
+        fields.append({"field": ".".join(p for p in (prefix, path) if p).replace(".[", "["),
+                       "message": problem.message})
+    message = "; ".join(f"{f['field'] or 'body'}: {f['message']}" for f in fields)
+    return JSONResponse(error_body("BAD_REQUEST", message, fields), status_code=400)
 
 
 def _agent_json(record: AgentRecord) -> dict[str, Any]:
@@ -37,37 +89,64 @@ def _agent_json(record: AgentRecord) -> dict[str, Any]:
     return data
 
 
-@router.get("/agents", summary="List agents")
-async def list_agents(request: Request, caller: CallerDep, org: str | None = None) -> dict[str, Any]:
-    """Every stored agent (optionally of one organization)."""
+# -- agents ------------------------------------------------------------------------------------
+
+
+@router.get("/agents", summary="List agents", response_model=schemas.AgentListOutput, responses={**_INPUT, **_AUTH})
+async def list_agents(
+    request: Request, caller: CallerDep,
+    org: Annotated[str | None, Query(max_length=200, description="Only this organization.")] = None,
+) -> Any:
+    """Every stored agent (optionally of one organization), ordered by organization and slug; each
+    says whether its definition is valid."""
     records = await services(request).store.agents.list_agents(org)
     return {"success": True, "agents": [_agent_json(r) for r in records], "totalCount": len(records)}
 
 
-@router.get("/agents/{org}/{slug}", summary="Get an agent")
-async def get_agent(request: Request, org: str, slug: str, caller: CallerDep) -> dict[str, Any]:
-    """One agent record with its normalized definition."""
+@router.get("/agents/{org}/{slug}", summary="Get an agent", response_model=schemas.AgentOutput,
+            responses={**_AUTH, **_AGENT, **_INPUT})
+async def get_agent(request: Request, org: _Org, slug: _Slug, caller: CallerDep) -> Any:
+    """One agent record with its validated definition (defaults filled in)."""
     record = await services(request).store.agents.get_agent(org, slug)
     definition = load_record(record).definition.model_dump(mode="json", by_alias=True)
     return {"success": True, "agent": _agent_json(record), "definition": definition}
 
 
-@router.put("/agents/{org}/{slug}", summary="Create or update an agent")
-async def put_agent(request: Request, org: str, slug: str, body: AgentUpsert, caller: CallerDep) -> dict[str, Any]:
-    """Upsert by (organization, slug); the definition is validated first (400 naming each problem)."""
-    record = AgentRecord(organization_slug=org, slug=slug, **body.model_dump())
-    load_record(record)
+@router.put("/agents/{org}/{slug}", summary="Create or update an agent", response_model=schemas.AgentUpsertOutput,
+            responses={**_INPUT, **_AUTH, 403: _error("`view_only` users may not change agents")})
+async def put_agent(request: Request, org: _Org, slug: _Slug, body: schemas.AgentUpsert, caller: CallerDep) -> Any:
+    """Upsert the PRD section 9 record by (organization, slug). The definition in `yaml` is validated
+    first: a tool without namespace, a misspelled key or a bad template is a 400 naming each field
+    (`yaml.configuration.tools[0]`, ...). `outcome` is `inserted`, `updated` or `unchanged`."""
+    if not caller.may_edit_agents:
+        raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may not create or update agents: "
+                               "requires execute_basic or higher")
+    keys = (("organization_slug", body.organization_slug, org), ("slug", body.slug, slug))
+    mismatched = [{"field": name, "message": f"is '{value}' but the path says '{expected}'"}
+                  for name, value, expected in keys if value is not None and value != expected]
+    if mismatched:
+        message = "; ".join(f"{f['field']}: {f['message']}" for f in mismatched)
+        return JSONResponse(error_body("BAD_REQUEST", message, mismatched), status_code=400)
+    record = AgentRecord(organization_slug=org, slug=slug, **body.record_fields())
+    try:
+        load_record(record)
+    except DefinitionInvalid as exc:
+        return _invalid(exc, "yaml")
     outcome, stored = await services(request).store.agents.upsert_agent(record)
     return {"success": True, "outcome": outcome, "agent": _agent_json(stored)}
 
 
-@router.delete("/agents/{org}/{slug}", summary="Delete an agent (admin only)")
-async def delete_agent(request: Request, org: str, slug: str, caller: CallerDep) -> dict[str, Any]:
-    """Remove an agent record."""
+@router.delete("/agents/{org}/{slug}", summary="Delete an agent (admin only)", response_model=schemas.AgentDeleteOutput,
+               responses={**_AUTH, **_AGENT, **_INPUT, 403: _error("Only admins delete agents")})
+async def delete_agent(request: Request, org: _Org, slug: _Slug, caller: CallerDep) -> Any:
+    """Remove an agent record (its past runs and deliverables stay)."""
     if not caller.is_admin:
         raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may not delete agents: requires admin")
     await services(request).store.agents.delete_agent(org, slug)
     return {"success": True, "deleted": f"{org}/{slug}"}
+
+
+# -- BUILD runs --------------------------------------------------------------------------------
 
 
 async def _visible_run(svc: Services, run_id: str, caller: Caller) -> RunRow:
@@ -79,77 +158,191 @@ async def _visible_run(svc: Services, run_id: str, caller: Caller) -> RunRow:
 
 async def _run_json(svc: Services, row: RunRow) -> dict[str, Any]:
     steps = await svc.store.runs.get_steps(row.id)
-    return {**row.to_json(), "steps": [s.to_json() for s in steps]}
+    return {**row.to_json(), "steps": [st.to_json() for st in steps]}
 
 
-@router.post("/agents/{org}/{slug}/build", summary="Run an agent's BUILD", status_code=200)
-async def build(request: Request, org: str, slug: str, body: BuildRequest, caller: CallerDep) -> Any:
-    """PRD section 11 body. Waits for the run and answers with it and its deliverable, or with
-    `"async": true` answers 202 with the run id at once (follow `/api/runs/{id}/events`)."""
+def _links(run_id: str) -> dict[str, str]:
+    return {"run": f"/api/runs/{run_id}", "events": f"/api/runs/{run_id}/events",
+            "cancel": f"/api/runs/{run_id}/cancel"}
+
+
+@router.post("/agents/{org}/{slug}/build", summary="Run an agent's BUILD", response_model=schemas.BuildOutput,
+             responses={202: {"model": schemas.BuildAcceptedOutput,
+                              "description": "`async: true`: recorded and running"},
+                        **_INPUT, **_AUTH, **_AGENT})
+async def build(request: Request, org: _Org, slug: _Slug, body: schemas.BuildRequest, caller: CallerDep) -> Any:
+    """Run the agent with the PRD section 11 body: `payload` plus optional overrides (`tools`,
+    `toolParams`, `toolExecutionMode`, `stopOnError`), `format`, `metadata`. Every step goes through
+    the execution engine as the caller: permission level against the tool's risk, the agent's tool
+    list, the API key's scope, rate limit and budget; a refused step is recorded `denied` with the
+    reason. Waits for the run and answers 200 with it and its deliverable (`success` says whether
+    the run succeeded), or with `"async": true` answers 202 with the run id as soon as the run is
+    recorded (follow `/api/runs/{id}/events`)."""
     svc = services(request)
     agent = load_record(await svc.store.agents.get_agent(org, slug))
-    plan = plan_build(agent, body.overrides(), deliverable_format=body.format)
+    try:
+        plan = plan_build(agent, body.overrides(), deliverable_format=body.format)
+    except DefinitionInvalid as exc:
+        # The merged definition is checked whole; the body's override keys are top level.
+        return _invalid(exc, "", strip="configuration.")
     run_id = new_run_id()
-    svc.events.started(run_id)
-    runner = caller.runner(svc)
-
-    async def go() -> Any:
-        return await runner.run(plan, body.payload, user=caller.user_id, metadata=body.metadata, run_id=run_id,
-                                on_event=svc.events.publish)
-
+    live = svc.runs.begin(run_id, caller.runner(svc))
     if body.async_:
-        svc.task_group.start_soon(go)
-        return JSONResponse({"success": True, "runId": run_id, "status": "running",
-                             "links": {"run": f"/api/runs/{run_id}", "events": f"/api/runs/{run_id}/events"}},
+        await svc.runs.start(svc.task_group, live, plan, body.payload, user=caller.user_id, metadata=body.metadata)
+        try:
+            row = await svc.store.runs.get_run(run_id)
+        except NotFound:
+            raise ToolAgentError(f"run {run_id} could not be recorded; see the server log") from None
+        return JSONResponse({"success": True, "runId": run_id, "status": row.status, "links": _links(run_id)},
                             status_code=202)
-    outcome = await go()
+    outcome = await svc.runs.execute(live, plan, body.payload, user=caller.user_id, metadata=body.metadata)
     row = await svc.store.runs.get_run(run_id)
     return {"success": outcome.ok, "run": await _run_json(svc, row),
             "deliverable": (await svc.store.runs.get_deliverable(run_id)).to_json()}
 
 
-@router.get("/runs/{run_id}", summary="Get a run")
-async def get_run(request: Request, run_id: str, caller: CallerDep) -> dict[str, Any]:
-    """A run with its steps (own runs only, admins all)."""
+@router.get("/runs/{run_id}", summary="Get a run", response_model=schemas.RunOutput,
+            responses={**_AUTH, **_RUN, **_INPUT})
+async def get_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any:
+    """A run with its steps (the caller's own; any, for an admin)."""
     svc = services(request)
     return {"success": True, "run": await _run_json(svc, await _visible_run(svc, run_id, caller))}
 
 
-@router.post("/runs/{run_id}/cancel", summary="Cancel a run")
-async def cancel_run(request: Request, run_id: str, caller: CallerDep) -> dict[str, Any]:
-    """Cancel a running run; its running steps are cancelled and recorded."""
+@router.post("/runs/{run_id}/cancel", summary="Cancel a run", response_model=schemas.RunCancelOutput,
+             responses={**_AUTH, **_RUN, 400: _error("The run is not running")})
+async def cancel_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any:
+    """Cancel a running run of the caller (any, for an admin), in this process or another (a CLI
+    build, another API process): its running steps end `cancelled` ("cancelled by <user>"), the
+    steps not yet run are recorded `cancelled`, and so is the run. Waits up to about 5 s for it to
+    stop and answers with the run (`status` still `running` if it has not stopped by then). 400
+    when the run has already ended."""
     svc = services(request)
     row = await _visible_run(svc, run_id, caller)
-    cancelled = svc.runner.cancel(run_id) or await caller.cancel_run(svc, run_id)
-    return {"success": True, "runId": run_id, "cancelled": bool(cancelled), "status": row.status,
-            "message": "cancellation requested" if cancelled else f"run is not running ({row.status})"}
+    if row.status != "running":
+        raise UsageError(f"run '{run_id}' is not running (it ended {row.status}); only running runs can be cancelled")
+    # Through the engine first, as `toolagent runs cancel` does: the running calls end "cancelled by
+    # <caller>" and the run is flagged, so its later steps end cancelled without running.
+    await caller.cancel_run(svc, run_id)
+    if svc.runs.get(run_id) is None:
+        await _stop_elsewhere(svc, caller, run_id)
+    elif not await svc.runs.wait(run_id, RUN_CANCEL_GRACE_S):
+        # Not stopped by then (e.g. its first call had not reached the engine): stop the run itself.
+        await svc.runs.cancel(run_id)
+        await svc.runs.wait(run_id)
+    row = await svc.store.runs.get_run(run_id)
+    if row.status == "cancelled":
+        message = "run cancelled"
+    elif row.status == "running":
+        message = "cancellation requested; the run has not stopped yet"
+    else:
+        message = f"the run ended {row.status} before it could be cancelled"
+    return {"success": True, "runId": run_id, "status": row.status, "message": message,
+            "run": await _run_json(svc, row)}
 
 
-@router.get("/runs/{run_id}/events", summary="Step progress as server-sent events")
-async def run_events(request: Request, run_id: str, caller: CallerDep) -> StreamingResponse:
-    """`text/event-stream` of step_started / step_finished / run_finished until the run ends."""
+async def _stop_elsewhere(svc: Services, caller: Caller, run_id: str) -> None:
+    """Wait (at most `RUN_CANCEL_WAIT_S`) for a run of another process to stop, asking again on every
+    look: a step that starts meanwhile is flagged too."""
+    with anyio.move_on_after(RUN_CANCEL_WAIT_S):
+        while (await svc.store.runs.get_run(run_id)).status == "running":
+            await anyio.sleep(CANCEL_POLL_S)
+            await caller.cancel_run(svc, run_id)
+
+
+@router.get("/runs/{run_id}/events", summary="Step progress as server-sent events",
+            response_class=StreamingResponse, responses={
+                200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+                      "description": "`event: <type>` / `data: <json>` records until `run_finished`"},
+                **_AUTH, **_RUN, **_INPUT})
+async def run_events(request: Request, run_id: _RunId, caller: CallerDep) -> StreamingResponse:
+    """`text/event-stream` of the run's `run_started`, `step_started`, `step_finished` and, last,
+    `run_finished` events; each `data` is JSON (`type`, `runId`, `step` {position, tool, status,
+    error, durationMs}, `status` on run_finished). A subscriber that comes late first gets the
+    events so far; for a run that has ended, only `run_finished`. A comment line is sent every 15 s
+    while nothing happens."""
     svc = services(request)
     row = await _visible_run(svc, run_id, caller)
+    return StreamingResponse(_events(svc, row), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    async def stream() -> AsyncIterator[str]:
-        if not svc.events.is_live(run_id):
-            yield _sse({"type": "run_finished", "runId": run_id, "status": row.status})
+
+async def _events(svc: Services, row: RunRow) -> AsyncIterator[str]:
+    # Decided when the stream starts, not when the request came: the run may have ended meanwhile.
+    stream = _live_events(svc, row.id) if svc.events.is_live(row.id) else _stored_events(svc, row)
+    async for chunk in stream:
+        yield chunk
+
+
+async def _live_events(svc: Services, run_id: str) -> AsyncIterator[str]:
+    """Events of a run executing in this process, straight from its runner."""
+    with svc.events.subscribe(run_id) as receive:
+        while True:
+            with anyio.move_on_after(SSE_KEEPALIVE_S) as idle:
+                try:
+                    data = await receive.receive()
+                except anyio.EndOfStream:
+                    return
+            if idle.cancelled_caught:
+                yield ": keep-alive\n\n"
+                continue
+            yield _sse(data)
+            if data["type"] == "run_finished":
+                return
+
+
+async def _stored_events(svc: Services, row: RunRow) -> AsyncIterator[str]:
+    """Events of a run that ended, or that executes in another process: read from the store until it ends."""
+    following = row.status == "running"
+    seen: dict[int, str] = {}
+    quiet_s = 0.0
+    while True:
+        for step in await svc.store.runs.get_steps(row.id) if following else ():
+            before = seen.get(step.position, "pending")
+            if step.status == before:
+                continue
+            seen[step.position] = step.status
+            if before == "pending" and step.status != "running":
+                # Started and ended between two reads (or never ran: skipped, cancelled).
+                started = {**_step_event(step), "status": "running"}
+                yield _sse({"type": "step_started", "runId": row.id, "step": started})
+            kind = "step_started" if step.status == "running" else "step_finished"
+            yield _sse({"type": kind, "runId": row.id, "step": _step_event(step)})
+            quiet_s = 0.0
+        if row.status != "running":
+            yield _sse({"type": "run_finished", "runId": row.id, "status": row.status})
             return
-        with svc.events.subscribe(run_id) as receive:
-            async for data in receive:
-                yield _sse(data)
+        await anyio.sleep(SSE_POLL_S)
+        quiet_s += SSE_POLL_S
+        if quiet_s >= SSE_KEEPALIVE_S:
+            quiet_s = 0.0
+            yield ": keep-alive\n\n"
+        row = await svc.store.runs.get_run(row.id)
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+def _step_event(step: StepRow) -> dict[str, Any]:
+    return {"position": step.position, "tool": step.tool, "status": step.status, "error": step.error,
+            "durationMs": step.duration_ms}
 
 
 def _sse(data: dict[str, Any]) -> str:
     return f"event: {data['type']}\ndata: {json.dumps(data, default=str)}\n\n"
 
 
-@router.get("/deliverables/{deliverable_id}", summary="Get a deliverable")
-async def get_deliverable(request: Request, deliverable_id: str, caller: CallerDep) -> dict[str, Any]:
-    """A deliverable by its id or its run's id (own runs only, admins all)."""
+# -- deliverables ------------------------------------------------------------------------------
+
+
+@router.get("/deliverables/{deliverable_id}", summary="Get a deliverable", response_model=schemas.DeliverableOutput,
+            responses={**_AUTH, **_RUN, **_INPUT})
+async def get_deliverable(
+    request: Request, caller: CallerDep,
+    deliverable_id: Annotated[str, Path(min_length=1, max_length=100, description="`dlv_...` id, or its run's id.")],
+) -> Any:
+    """A deliverable by its id or its run's id (the caller's own runs; any, for an admin)."""
     svc = services(request)
     row = await svc.store.runs.get_deliverable(deliverable_id)
-    await _visible_run(svc, row.run_id, caller)
+    try:
+        await _visible_run(svc, row.run_id, caller)
+    except NotFound:
+        raise NotFound(f"deliverable '{deliverable_id}' not found") from None
     return {"success": True, "deliverable": row.to_json()}

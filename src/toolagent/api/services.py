@@ -1,20 +1,30 @@
-"""What the HTTP server shares between requests: store, server pool, runner, and run events."""
+"""What the HTTP server shares between requests: store, server pool, runner, live runs and their events."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..mcp.config import ServersConfig
 from ..mcp.pool import ServerPool
-from ..runs import BuildRunner, FlowCap, RunEvent
+from ..runs import BuildPlan, BuildRunner, FlowCap, RunEvent, RunOutcome
 from ..store import Store
+
+log = logging.getLogger(__name__)
+
+#: How long a cancel request waits for a run to end before answering.
+RUN_CANCEL_WAIT_S = 5.0
+#: How long a run of this process gets to stop through the engine before its own scope is cancelled.
+RUN_CANCEL_GRACE_S = 2.0
+#: Events buffered per subscriber of a run's event stream.
+EVENT_BUFFER = 1000
 
 
 def event_json(event: RunEvent) -> dict[str, Any]:
@@ -52,14 +62,18 @@ class RunEvents:
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
                 send.send_nowait(data)
         if event.kind == "run_finished":
-            for send in self._subscribers.pop(event.run_id, []):
-                send.close()
-            self._history.pop(event.run_id, None)
+            self.ended(event.run_id)
+
+    def ended(self, run_id: str) -> None:
+        """Close the run's subscribers and forget it (also when it died without `run_finished`)."""
+        for send in self._subscribers.pop(run_id, []):
+            send.close()
+        self._history.pop(run_id, None)
 
     @contextlib.contextmanager
-    def subscribe(self, run_id: str) -> Any:
+    def subscribe(self, run_id: str) -> Iterator[MemoryObjectReceiveStream[dict[str, Any]]]:
         """A receive stream of the run's events so far and to come (closed after run_finished)."""
-        send, receive = anyio.create_memory_object_stream[dict[str, Any]](1000)
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](EVENT_BUFFER)
         for data in self._history.get(run_id, []):
             send.send_nowait(data)
         self._subscribers.setdefault(run_id, []).append(send)
@@ -74,16 +88,108 @@ class RunEvents:
 
 
 @dataclass
+class LiveRun:
+    """A BUILD run executing in this process."""
+
+    run_id: str
+    runner: BuildRunner
+    """The caller's runner (its steps pass the engine's gate as the caller)."""
+    started: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the run is recorded and cancellable (or has ended)."""
+    done: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the run has ended and its outcome is stored."""
+
+
+@dataclass
+class LiveRuns:
+    """The BUILD runs of this process: started, streamed to subscribers, cancelled, awaited.
+
+    A run is registered before its request answers (so a cancel or an event subscription that
+    follows at once finds it) and forgotten when it ends, whatever way it ends.
+    """
+
+    events: RunEvents = field(default_factory=RunEvents)
+    _runs: dict[str, LiveRun] = field(default_factory=dict)
+
+    def begin(self, run_id: str, runner: BuildRunner) -> LiveRun:
+        """Register a run about to start."""
+        live = self._runs[run_id] = LiveRun(run_id, runner)
+        self.events.started(run_id)
+        return live
+
+    def get(self, run_id: str) -> LiveRun | None:
+        """The live run, if it executes here."""
+        return self._runs.get(run_id)
+
+    async def execute(self, live: LiveRun, plan: BuildPlan, payload: Mapping[str, Any], *, user: str,
+                      metadata: Mapping[str, Any] | None) -> RunOutcome:
+        """Run to the end, publishing its events; never leaves the run registered."""
+
+        async def sink(event: RunEvent) -> None:
+            if event.kind == "run_started":
+                live.started.set()
+            await self.events.publish(event)
+
+        try:
+            return await live.runner.run(plan, payload, user=user, metadata=metadata, run_id=live.run_id,
+                                         on_event=sink)
+        finally:
+            self._runs.pop(live.run_id, None)
+            self.events.ended(live.run_id)
+            live.started.set()
+            live.done.set()
+
+    async def start(self, task_group: anyio.abc.TaskGroup, live: LiveRun, plan: BuildPlan,
+                    payload: Mapping[str, Any], *, user: str, metadata: Mapping[str, Any] | None) -> None:
+        """Run in the background; return once the run is recorded (GET /api/runs/{id} finds it)."""
+
+        async def background() -> None:
+            try:
+                await self.execute(live, plan, payload, user=user, metadata=metadata)
+            except Exception:  # noqa: BLE001 - a background run has nobody to raise to; the server must live on
+                log.exception("background run %s failed", live.run_id)
+
+        task_group.start_soon(background)
+        await live.started.wait()
+
+    async def cancel(self, run_id: str) -> bool:
+        """Stop a run of this process (its running steps end cancelled, later ones are not run)."""
+        live = self._runs.get(run_id)
+        if live is None:
+            return False
+        if not live.started.is_set():
+            # Registered but not yet recorded: its runner only becomes cancellable once it is.
+            with anyio.move_on_after(RUN_CANCEL_WAIT_S):
+                await live.started.wait()
+        return live.runner.cancel(run_id)
+
+    async def wait(self, run_id: str, timeout_s: float = RUN_CANCEL_WAIT_S) -> bool:
+        """Wait (at most `timeout_s`) for a run of this process to end; whether it has (True when it
+        is not live here)."""
+        live = self._runs.get(run_id)
+        if live is not None:
+            with anyio.move_on_after(timeout_s):
+                await live.done.wait()
+        return live is None or live.done.is_set()
+
+
+@dataclass
 class Services:
     """Long-lived objects of one server process."""
 
     store: Store
     pool: ServerPool
     runner: BuildRunner
+    """The runner without an engine (kept for its settings; API runs use `Caller.runner`)."""
     config: ServersConfig
     task_group: anyio.abc.TaskGroup
-    events: RunEvents = field(default_factory=RunEvents)
+    runs: LiveRuns = field(default_factory=LiveRuns)
     engine: Any = None
+
+    @property
+    def events(self) -> RunEvents:
+        """Event fan-out of the live runs."""
+        return self.runs.events
 
 
 @contextlib.asynccontextmanager
