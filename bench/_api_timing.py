@@ -1,0 +1,98 @@
+"""Wall-clock time per stage of `POST /api/tools/execute`, patched into the API server process by
+bench/api_load.py --timings (nothing under src/ imports this).
+
+Each stage's total wall time includes waiting: for the engine's SQLite write lock, a pooled
+database connection, SQLite's own write lock (its busy handler sleeps), or the event loop.
+SIGUSR1 clears the figures; SIGUSR2 writes them as JSON to the file named by BENCH_TIMINGS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+#: stage -> [calls, total wall seconds]
+STATS: dict[str, list[float]] = {}
+
+
+def _add(stage: str, seconds: float) -> None:
+    entry = STATS.setdefault(stage, [0, 0.0])
+    entry[0] += 1
+    entry[1] += seconds
+
+
+def _timed(owner: Any, attr: str, stage: str) -> None:
+    inner: Callable[..., Any] = getattr(owner, attr)
+
+    @functools.wraps(inner)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await inner(*args, **kwargs)
+        finally:
+            _add(stage, time.perf_counter() - t0)
+
+    setattr(owner, attr, wrapper)
+
+
+def install() -> None:
+    """Wrap the stages and the signal handlers."""
+    from toolagent.api import procedures, routes_tools
+    from toolagent.engine.audit import AuditLog
+    from toolagent.engine.core import Engine
+    from toolagent.engine.executions import ExecutionStore
+    from toolagent.engine.limits import Limits
+    from toolagent.engine.principals import Principals
+    from toolagent.mcp.pool import ServerPool
+    from toolagent.store.db import Database
+
+    _timed(routes_tools, "_respond", "0 whole procedure (after auth)")
+    _timed(Principals, "authenticate_key", "1 authenticate (key lookup)")
+    _timed(procedures, "tool_spec", "2 tool_spec")
+    _timed(Engine, "execute", "3 engine.execute (total)")
+    _timed(Engine, "_fresh_key", "3a  re-read API key")
+    _timed(Engine, "_admit", "3b  admit: limits + insert running")
+    _timed(Limits, "consume", "3b.   of which rate counter")
+    _timed(AuditLog, "append", "3c  audit append (x2 per call)")
+    _timed(ServerPool, "call", "3d  MCP call (pool.call)")
+    _timed(Engine, "_finish", "3e  finish: update row + audit + event")
+    _timed(ExecutionStore, "finish", "3e.   of which row update + totals")
+    _timed(Limits, "usage", "4 rate-limit headers (usage read)")
+    original_begin = Database.begin
+
+    @contextlib.asynccontextmanager
+    async def begin(self: Database) -> AsyncIterator[Any]:
+        t0 = time.perf_counter()
+        async with original_begin(self) as conn:
+            _add("5 db: connection + BEGIN wait", time.perf_counter() - t0)
+            t1 = time.perf_counter()
+            yield conn
+            t2 = time.perf_counter()
+        _add("5 db: transaction body", t2 - t1)
+        _add("5 db: COMMIT", time.perf_counter() - t2)
+
+    Database.begin = begin  # type: ignore[method-assign]
+
+    original_writing = Engine._writing
+
+    @contextlib.asynccontextmanager
+    async def writing(self: Engine) -> AsyncIterator[None]:
+        t0 = time.perf_counter()
+        async with original_writing(self):
+            _add("6 engine write-lock wait", time.perf_counter() - t0)
+            yield
+
+    Engine._writing = writing  # type: ignore[method-assign]
+
+    def dump(*_: Any) -> None:
+        with open(os.environ["BENCH_TIMINGS"], "w", encoding="utf-8") as fh:
+            json.dump(STATS, fh)
+
+    signal.signal(signal.SIGUSR1, lambda *_: STATS.clear())
+    signal.signal(signal.SIGUSR2, dump)
