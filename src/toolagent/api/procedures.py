@@ -27,7 +27,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from ..engine import Execution, HistoryQuery, LimitStatus
 from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from ..engine.events import Event
-from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT
+from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, MIN_LIMIT
 from ..errors import (
     BudgetExceeded, CallCancelled, NotFound, RateLimited, StoreError, ToolAgentError, ToolFailed, UnknownTool,
     UsageError,
@@ -110,7 +110,7 @@ class HistoryInput(_Input):
     toolName: str | None = Field(default=None, max_length=300, description="Only this qualified tool.")
     category: Category | None = Field(default=None, description="Only this category.")
     limit: int = Field(default=DEFAULT_LIMIT, ge=MIN_LIMIT, le=MAX_LIMIT, description="Page size, 1..100.")
-    offset: int = Field(default=0, ge=0, description="Rows to skip.")
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET, description=f"Rows to skip, 0..{MAX_OFFSET}.")
     status: Status | None = Field(default=None, description="Only this status.")
     startDate: IsoDateTime | None = Field(default=None, description="Started at or after (UTC when no zone is given).")
     endDate: IsoDateTime | None = Field(default=None, description="Started before (UTC when no zone is given).")

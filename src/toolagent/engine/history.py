@@ -22,6 +22,8 @@ from .principals import Principal
 
 #: Page size bounds and default (PRD FR-013.5).
 MIN_LIMIT, MAX_LIMIT, DEFAULT_LIMIT = 1, 100, 50
+#: Deeper pages are not worth reading row by row (and overflow SQLite's 64-bit OFFSET); filter instead.
+MAX_OFFSET = 1_000_000_000
 
 _T = et.executions
 
@@ -43,7 +45,7 @@ class HistoryQuery:
     limit: int = DEFAULT_LIMIT
     """Page size, 1..100."""
     offset: int = 0
-    """Rows to skip, 0 or more."""
+    """Rows to skip, 0..MAX_OFFSET."""
     all_users: bool = False
     """Every user's executions (admins only)."""
     user: str | None = None
@@ -54,8 +56,9 @@ class HistoryQuery:
     def __post_init__(self) -> None:
         if isinstance(self.limit, bool) or not isinstance(self.limit, int) or not MIN_LIMIT <= self.limit <= MAX_LIMIT:
             raise UsageError(f"limit must be between {MIN_LIMIT} and {MAX_LIMIT} (got {self.limit!r})")
-        if isinstance(self.offset, bool) or not isinstance(self.offset, int) or self.offset < 0:
-            raise UsageError(f"offset must be 0 or more (got {self.offset!r})")
+        if isinstance(self.offset, bool) or not isinstance(self.offset, int) or not 0 <= self.offset <= MAX_OFFSET:
+            raise UsageError(f"offset must be between 0 and {MAX_OFFSET} (got {self.offset!r}); "
+                             "narrow the query with a time range or a tool or status filter instead")
         if self.status is not None and self.status not in STATUSES:
             raise UsageError(f"unknown status {self.status!r}: use one of {', '.join(STATUSES)}")
         if self.category is not None and self.category not in CATEGORIES:

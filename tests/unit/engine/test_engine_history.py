@@ -86,7 +86,8 @@ async def test_history_filters_and_paging(engine: Engine) -> None:
 @pytest.mark.parametrize(("kw", "message"), [
     ({"limit": 0}, "limit must be between 1 and 100 \\(got 0\\)"),
     ({"limit": 101}, "limit must be between 1 and 100 \\(got 101\\)"),
-    ({"offset": -1}, "offset must be 0 or more"),
+    ({"offset": -1}, "offset must be between 0 and 1000000000 \\(got -1\\)"),
+    ({"offset": 10**10}, "offset must be between 0 and 1000000000"),
     ({"status": "done"}, "unknown status 'done'"),
     ({"category": "files"}, "unknown category 'files'"),
     ({"since": datetime(2025, 1, 1)}, "since needs a time zone"),
