@@ -182,6 +182,7 @@ class UnknownTool(ToolCallError):
 class ArgumentsInvalid(ToolCallError):
     """The tool arguments do not match the tool's input schema."""
 
+    exit_code = 2
     code = "BAD_REQUEST"
 
 

@@ -126,7 +126,7 @@ def test_tools_list_and_call(env: dict[str, str]) -> None:
     assert code == 0 and execution["status"] == "success" and execution["toolName"] == "probe/add"
     assert execution["result"]["structuredContent"] == {"value": 3.0, "label": "sum"}
     code, _, stderr = invoke(env, "tools", "call", "probe/add", "--args", '{"a": "x"}')
-    assert code == 1 and "`a`: 'x' is not of type 'number'" in stderr
+    assert code == 2 and "`a`: 'x' is not of type 'number'" in stderr
     code, _, _ = invoke(env, "tools", "call", "probe/fail")
     assert code == 1
 

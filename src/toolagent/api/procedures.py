@@ -496,14 +496,21 @@ async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, rep
     try:
         if inp.async_:
             execution_id = await _start_in_background(svc, run)
-            reply.status = 202
-            return {"success": True, "executionId": execution_id, "status": "running", "toolName": spec.name,
-                    "timestamp": _now(),
-                    "links": {"status": f"/api/tools/executions/{execution_id}",
-                              "cancel": f"/api/tools/executions/{execution_id}/cancel"}}
-        execution = await run()
-    finally:
+        else:
+            execution = await run()
+    except Exception:
         reply.headers.update(await _limit_headers(svc, caller, spec.name))
+        raise
+    if inp.async_:
+        reply.headers.update(await _limit_headers(svc, caller, spec.name))
+        reply.status = 202
+        return {"success": True, "executionId": execution_id, "status": "running", "toolName": spec.name,
+                "timestamp": _now(),
+                "links": {"status": f"/api/tools/executions/{execution_id}",
+                          "cancel": f"/api/tools/executions/{execution_id}/cancel"}}
+    # Counted when the call was admitted: no second read, and Remaining is this call's own.
+    reply.headers.update(limit_headers(execution.limits) if execution.limits
+                         else await _limit_headers(svc, caller, spec.name))
     if execution.status == "success":
         return {"success": True, "executionId": execution.id, "status": execution.status,
                 "result": execution.result.to_json() if execution.result is not None else None,

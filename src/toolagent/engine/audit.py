@@ -338,6 +338,15 @@ class AuditLog:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        # Built once, with bound parameters: these run twice per tool execution, and building a
+        # statement with inline values costs more than executing it.
+        head = audit_head.c
+        self._touch_head = audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
+        self._read_head = sa.select(head.seq, head.hash).where(head.id == 1)
+        self._insert_row = audit_log.insert()
+        self._insert_head = audit_head.insert()
+        self._move_head = audit_head.update().where(head.id == 1).values(
+            seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now"))
 
     async def append(self, entry: AuditEntry) -> int:
         """Record `entry` at the end of the chain and return its sequence number.
@@ -346,19 +355,19 @@ class AuditLog:
             AuditChainBroken: Rows exist but the chain head is gone (the log was tampered with).
             StoreError: The database failed.
         """
-        values = _stored_fields(entry)
-        async with self.db.begin() as conn:
-            return await conn.run_sync(self._append_sync, values)
+        return await self.db.write(self.append_in, entry)
 
-    def _append_sync(self, conn: sa.Connection, values: dict[str, Any]) -> int:
+    def append_in(self, conn: sa.Connection, entry: AuditEntry) -> int:
+        """`append` inside the caller's transaction: the entry commits or rolls back with it."""
+        values = _stored_fields(entry)
         now = utcnow()
         if self.db.is_sqlite:
             # A write as the first statement takes SQLite's write lock before the head is read
             # (the same as BEGIN IMMEDIATE); a read first would let two writers chain on the same row.
-            conn.execute(audit_head.update().where(audit_head.c.id == 1).values(updated_at=now))
+            conn.execute(self._touch_head, {"b_now": now})
         else:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY})
-        head = conn.execute(sa.select(audit_head.c.seq, audit_head.c.hash).where(audit_head.c.id == 1)).first()
+        head = conn.execute(self._read_head).first()
         if head is None:
             if conn.scalar(sa.select(sa.func.count()).select_from(audit_log)):
                 raise AuditChainBroken("the audit chain head is missing but audit rows exist: "
@@ -368,11 +377,11 @@ class AuditLog:
             seq, prev_hash = int(head.seq) + 1, str(head.hash)
         row = {"seq": seq, "recorded_at": now, **values}
         digest = row_hash(row, prev_hash)
-        conn.execute(audit_log.insert().values(**row, prev_hash=prev_hash, hash=digest))
+        conn.execute(self._insert_row, {**row, "prev_hash": prev_hash, "hash": digest})
         if head is None:
-            conn.execute(audit_head.insert().values(id=1, seq=seq, hash=digest, updated_at=now))
+            conn.execute(self._insert_head, {"id": 1, "seq": seq, "hash": digest, "updated_at": now})
         else:
-            conn.execute(audit_head.update().where(audit_head.c.id == 1).values(seq=seq, hash=digest, updated_at=now))
+            conn.execute(self._move_head, {"b_seq": seq, "b_hash": digest, "b_now": now})
         return seq
 
     async def head(self) -> tuple[int, str] | None:

@@ -26,10 +26,10 @@ starts the watcher.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import sqlalchemy as sa
 
 from ..errors import BudgetExceeded, NotFound, RateLimited, StoreError, ToolCallError, ToolTimedOut, UsageError
 from ..tools.spec import ToolResult, ToolSpec
@@ -47,7 +48,7 @@ from .executions import Execution, ExecutionStore, Owner, new_execution_id, pid_
 from .history import History, HistoryPage, HistoryQuery, Stats
 from .limits import Clock, Limits, LimitStatus
 from .metrics import Metrics, MetricsSnapshot, ToolMetrics, UserMetrics
-from .permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, ExecutionDenied, can_run, decide, parse_category
+from .permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, Decision, ExecutionDenied, can_run, decide, parse_category
 from .principals import ApiKey, Principal, Principals
 from .redaction import redact, redact_text
 from .registry import Registry, ToolEntry, ToolListing
@@ -141,9 +142,6 @@ class Engine:
         self._stack: AsyncExitStack | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._pending: list[Event] = []
-        # SQLite has one writer at a time; queueing this process's writers here is cheaper than
-        # letting them spin on the database's busy handler.
-        self._write_lock = anyio.Lock() if self.db.is_sqlite else None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -229,44 +227,35 @@ class Engine:
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
-    @contextlib.asynccontextmanager
-    async def _writing(self) -> AsyncIterator[None]:
-        if self._write_lock is None:
-            yield
-        else:
-            async with self._write_lock:
-                yield
-
-    async def _fresh_key(self, key: ApiKey) -> ApiKey:
-        # The key may have been revoked since the caller authenticated with it.
-        try:
-            return await self.principals.get_key(key.id)
-        except NotFound:
-            return replace(key, revoked_at=key.revoked_at or self._now())
-
     # -- the audit and event hooks ------------------------------------------------------------
 
-    async def _audit_decision(self, execution: Execution, *, allowed: bool, reason: str | None = None) -> None:
-        if self.audit is None:
-            return
-        await self.audit.append(AuditEntry(
+    @staticmethod
+    def _decision_entry(execution: Execution, *, allowed: bool, reason: str | None = None) -> AuditEntry:
+        return AuditEntry(
             principal=execution.user, api_key_id=execution.api_key_id, tool=execution.tool, risk=execution.risk,
             level=execution.level, decision="allow" if allowed else "deny", reason=reason, arguments=execution.arguments,
             outcome=None if allowed else "denied", started_at=execution.started_at,
             ended_at=None if allowed else execution.started_at, run_id=execution.run_id, execution_id=execution.id,
             event="decision",
-        ))
+        )
 
-    async def _audit_outcome(self, execution: Execution) -> None:
-        if self.audit is None:
-            return
-        await self.audit.append(AuditEntry(
+    @staticmethod
+    def _outcome_entry(execution: Execution) -> AuditEntry:
+        return AuditEntry(
             principal=execution.user, api_key_id=execution.api_key_id, tool=execution.tool, risk=execution.risk,
             level=execution.level, reason=execution.reason or execution.error, arguments=execution.arguments,
             outcome=execution.status,  # type: ignore[arg-type]
             started_at=execution.started_at, ended_at=execution.ended_at, duration_ms=execution.duration_ms,
             run_id=execution.run_id, execution_id=execution.id, event="outcome",
-        ))
+        )
+
+    def _audit_in(self, conn: sa.Connection, entry: AuditEntry) -> None:
+        if self.audit is not None:
+            self.audit.append_in(conn, entry)
+
+    async def _audit_outcome(self, execution: Execution) -> None:
+        if self.audit is not None:
+            await self.audit.append(self._outcome_entry(execution))
 
     async def _emit(self, kind: str, execution: Execution, **extra: Any) -> None:
         await self.events.emit(Event(
@@ -328,57 +317,80 @@ class Engine:
             metadata=redact(dict(metadata)) if metadata is not None else None, arguments=redact(arguments),
             timeout_ms=timeout, owner=self.owner,
         )
-        key = await self._fresh_key(api_key) if api_key is not None else None
-        decision = decide(
-            user=principal.name, level=principal.level, tool=spec.name, risk=entry.risk, category=entry.category,
-            enabled=entry.enabled, agent_tools=agent_tools, key_id=key.id if key else None,
-            key_revoked_at=key.revoked_at if key else None, key_scopes=key.scopes if key else None,
+        gate = functools.partial(
+            decide, user=principal.name, level=principal.level, tool=spec.name, risk=entry.risk,
+            category=entry.category, enabled=entry.enabled, agent_tools=agent_tools,
+            key_id=api_key.id if api_key else None,
         )
-        if not decision.allowed:
-            await self._deny(execution, decision.code or "denied", decision.reason or "denied")
-            raise ExecutionDenied(decision, tool=spec.name, level=principal.level, risk=entry.risk,
-                                  execution_id=execution.id)
-        try:
-            # Shielded: once the running row commits, `_run` must get to close it. A cancellation
-            # of the caller meanwhile is delivered at `_run`'s first checkpoint and recorded there.
-            with anyio.CancelScope(shield=True):
-                admitted = await self._admit(execution, principal)
-        except RateLimited as exc:
-            await self._deny(execution, DENIAL_RATE_LIMITED, exc.message)
-            raise
-        except BudgetExceeded as exc:
-            await self._deny(execution, DENIAL_BUDGET, exc.message)
-            raise
-        if admitted.status != "running":
-            return admitted
-        return await self._run(admitted, arguments, invoke)
+        decision = gate(key_revoked_at=api_key.revoked_at if api_key else None,
+                        key_scopes=api_key.scopes if api_key else None)
+        if decision.allowed:
+            try:
+                # Shielded: once the running row commits, `_run` must get to close it. A cancellation
+                # of the caller meanwhile is delivered at `_run`'s first checkpoint and recorded there.
+                with anyio.CancelScope(shield=True):
+                    admitted = await self._admit(execution, principal, gate, api_key)
+            except RateLimited as exc:
+                await self._deny(execution, DENIAL_RATE_LIMITED, exc.message)
+                raise
+            except BudgetExceeded as exc:
+                await self._deny(execution, DENIAL_BUDGET, exc.message)
+                raise
+            if isinstance(admitted, Execution):
+                if admitted.status != "running":
+                    return admitted
+                return await self._run(admitted, arguments, invoke)
+            decision = admitted
+        await self._deny(execution, decision.code or "denied", decision.reason or "denied")
+        raise ExecutionDenied(decision, tool=spec.name, level=principal.level, risk=entry.risk,
+                              execution_id=execution.id)
 
     async def _deny(self, execution: Execution, code: str, reason: str) -> None:
         denied = replace(execution, status="failed", denied=True, denial=code, reason=reason, error=reason,
                          ended_at=execution.started_at)
         with anyio.CancelScope(shield=True):
-            async with self._writing():
-                await self.executions.record(denied)
-            await self._audit_decision(denied, allowed=False, reason=reason)
+            await self.db.write(self._record_in, denied, self._decision_entry(denied, allowed=False, reason=reason))
             await self._emit("execution_denied", denied, status="denied", reason=reason)
         logger.info("denied %s to %s: %s", execution.tool, execution.user, reason)
 
-    async def _admit(self, execution: Execution, principal: Principal) -> Execution:
-        """Count the call against the limits and insert it `running`, in one transaction — or, when
-        its run was cancelled, record it `cancelled` without counting it."""
-        async with self._writing(), self.db.begin() as conn:
-            by = None if execution.run_id is None else await self.executions.run_cancelled_by(conn, execution.run_id)
-            if by is None:
-                await self.limits.consume(conn, principal.name, principal.plan, tool=execution.tool,
+    def _record_in(self, conn: sa.Connection, execution: Execution, entry: AuditEntry) -> None:
+        self.executions.insert(conn, execution)
+        self._audit_in(conn, entry)
+
+    async def _admit(self, execution: Execution, principal: Principal, gate: Callable[..., Decision],
+                     api_key: ApiKey | None) -> Execution | Decision:
+        """In one transaction: re-check the API key (it may have been revoked since the caller
+        authenticated), count the call against the limits, insert it `running` and audit the
+        decision — or, when its run was cancelled, record it `cancelled` without counting it.
+
+        Returns:
+            The execution as recorded, or the gate's refusal when the key no longer passes.
+        """
+        admitted = await self.db.write(self._admit_in, execution, principal, gate, api_key)
+        if isinstance(admitted, Execution) and admitted.status == "cancelled":
+            with anyio.CancelScope(shield=True):
+                await self._emit("execution_cancelled", admitted, status="cancelled", reason=admitted.reason)
+        return admitted
+
+    def _admit_in(self, conn: sa.Connection, execution: Execution, principal: Principal,
+                  gate: Callable[..., Decision], api_key: ApiKey | None) -> Execution | Decision:
+        if api_key is not None:
+            fresh = self.principals.key_in(conn, api_key.id)
+            decision = gate(key_revoked_at=fresh.revoked_at if fresh else api_key.revoked_at or self._now(),
+                            key_scopes=(fresh or api_key).scopes)
+            if not decision.allowed:
+                return decision
+        by = None if execution.run_id is None else self.executions.run_cancelled_by(conn, execution.run_id)
+        if by is None:
+            counted = self.limits.consume(conn, principal.name, principal.plan, tool=execution.tool,
                                           category=execution.category)
-                await self.executions.insert(conn, execution)
-                return execution
-            cancelled = replace(execution, status="cancelled", ended_at=execution.started_at,
-                                reason=f"run {execution.run_id} was cancelled by {by}")
-            await self.executions.insert(conn, cancelled)
-        with anyio.CancelScope(shield=True):
-            await self._audit_outcome(cancelled)
-            await self._emit("execution_cancelled", cancelled, status="cancelled", reason=cancelled.reason)
+            self.executions.insert(conn, execution)
+            self._audit_in(conn, self._decision_entry(execution, allowed=True))
+            return replace(execution, limits=tuple(counted))
+        cancelled = replace(execution, status="cancelled", ended_at=execution.started_at,
+                            reason=f"run {execution.run_id} was cancelled by {by}")
+        self.executions.insert(conn, cancelled)
+        self._audit_in(conn, self._outcome_entry(cancelled))
         return cancelled
 
     async def _run(self, execution: Execution, arguments: dict[str, Any], invoke: Invoke) -> Execution:
@@ -387,7 +399,6 @@ class Engine:
         self._wake.set()
         started = time.perf_counter()
         try:
-            await self._audit_decision(execution, allowed=True)
             await self._emit("execution_started", execution)
             result: ToolResult | None = None
             with scope:
@@ -437,12 +448,10 @@ class Engine:
     async def _finish(self, outcome: Execution, active: _Active) -> Execution:
         try:
             with anyio.CancelScope(shield=True):
-                async with self._writing():
-                    wrote = await self.executions.finish(outcome)
+                wrote = await self.db.write(self._finish_in, outcome)
                 if not wrote:
                     # Closed meanwhile by someone else (an engine that took this process for dead).
                     return await self.executions.get(outcome.id) or outcome
-                await self._audit_outcome(outcome)
                 kind = "execution_cancelled" if outcome.status == "cancelled" else "execution_finished"
                 await self._emit(kind, outcome, status=outcome.status, duration_ms=outcome.duration_ms,
                                  reason=outcome.reason or outcome.error)
@@ -450,6 +459,12 @@ class Engine:
         finally:
             self._active.pop(outcome.id, None)
             active.done.set()
+
+    def _finish_in(self, conn: sa.Connection, outcome: Execution) -> bool:
+        if not self.executions.finish_in(conn, outcome):
+            return False
+        self._audit_in(conn, self._outcome_entry(outcome))
+        return True
 
     # -- status, cancellation -----------------------------------------------------------------
 

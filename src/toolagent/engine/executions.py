@@ -29,7 +29,6 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import UsageError
 from ..store import engine_tables as et
@@ -184,6 +183,9 @@ class Execution:
     """Who asked to cancel it, while the cancellation is on its way."""
     owner: Owner | None = field(default=None, compare=False)
     """The process that ran it."""
+    limits: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    """Where the caller's rate limits and budget stood once this call was counted
+    (`LimitStatus`es, this process only: not stored)."""
 
     @property
     def finished(self) -> bool:
@@ -288,7 +290,7 @@ class ExecutionStore:
         self._upsert_buckets = bins.on_conflict_do_update(
             index_elements=[_BKT.c.tool, _BKT.c.bucket], set_={"calls": _BKT.c.calls + bins.excluded.calls})
 
-    async def _add_totals(self, conn: AsyncConnection, ended: Sequence[_Ended]) -> None:
+    def _add_totals(self, conn: sa.Connection, ended: Sequence[_Ended]) -> None:
         """Count executions that ended into `execution_totals` and `execution_buckets` (same transaction)."""
         totals: dict[tuple[str, str, str, str], list[Any]] = {}
         buckets: dict[tuple[str, int], int] = {}
@@ -307,28 +309,30 @@ class ExecutionStore:
         bins = [{"tool": k[0], "bucket": k[1], "calls": n} for k, n in sorted(buckets.items())]
         for stmt, params in ((self._upsert_totals, rows), (self._upsert_buckets, bins)):
             if params:
-                await conn.execute(stmt, params[0] if len(params) == 1 else params)
+                conn.execute(stmt, params[0] if len(params) == 1 else params)
 
-    async def insert(self, conn: AsyncConnection, execution: Execution) -> None:
+    def insert(self, conn: sa.Connection, execution: Execution) -> None:
         """Insert a record inside the caller's transaction (a final one is counted in the totals)."""
-        await conn.execute(self._insert_row, row_values(execution))
+        conn.execute(self._insert_row, row_values(execution))
         if execution.status in FINAL_STATUSES:
-            await self._add_totals(conn, [_Ended.of(execution)])
+            self._add_totals(conn, [_Ended.of(execution)])
 
     async def record(self, execution: Execution) -> None:
         """Insert a record in a transaction of its own."""
-        async with self.db.begin() as conn:
-            await self.insert(conn, execution)
+        await self.db.write(self.insert, execution)
+
+    def finish_in(self, conn: sa.Connection, execution: Execution) -> bool:
+        """`finish` inside the caller's transaction."""
+        values = {k: v for k, v in row_values(execution).items() if k in (
+            "status", "ended_at", "duration_ms", "result", "error", "reason")}
+        result = conn.execute(self._finish_row, {"k_id": execution.id, **values})
+        if result.rowcount:
+            self._add_totals(conn, [_Ended.of(execution)])
+        return bool(result.rowcount)
 
     async def finish(self, execution: Execution) -> bool:
         """Write a final state, if the row is still running; False when another outcome came first."""
-        values = {k: v for k, v in row_values(execution).items() if k in (
-            "status", "ended_at", "duration_ms", "result", "error", "reason")}
-        async with self.db.begin() as conn:
-            result = await conn.execute(self._finish_row, {"k_id": execution.id, **values})
-            if result.rowcount:
-                await self._add_totals(conn, [_Ended.of(execution)])
-        return bool(result.rowcount)
+        return await self.db.write(self.finish_in, execution)
 
     async def get(self, execution_id: str) -> Execution | None:
         """One record, or None."""
@@ -398,10 +402,10 @@ class ExecutionStore:
                 await conn.execute(rc.insert().values(run_id=run_id, requested_by=by, requested_at=now))
         return ids
 
-    async def run_cancelled_by(self, conn: AsyncConnection, run_id: str) -> str | None:
+    def run_cancelled_by(self, conn: sa.Connection, run_id: str) -> str | None:
         """Who cancelled `run_id`, if anyone (inside the caller's transaction)."""
         rc = et.run_cancellations
-        return await conn.scalar(sa.select(rc.c.requested_by).where(rc.c.run_id == run_id))
+        return conn.scalar(sa.select(rc.c.requested_by).where(rc.c.run_id == run_id))
 
     async def close_interrupted(self, me: Owner, now: datetime) -> list[str]:
         """Close as `failed` / `interrupted` the running rows whose process is certainly gone (module docstring)."""
@@ -419,15 +423,16 @@ class ExecutionStore:
             duration_ms = max(0.0, (now - started).total_seconds() * 1000)
             values = {"status": "failed", "ended_at": now, "reason": INTERRUPTED, "error": f"{INTERRUPTED}: {why}",
                       "duration_ms": duration_ms}
-            async with self.db.begin() as conn:
-                result = await conn.execute(
-                    _T.update().where((_T.c.id == row.id) & (_T.c.status == "running")).values(**values))
-                if result.rowcount:
-                    await self._add_totals(conn, [_Ended(row.tool, row.user_name, "failed", "", row.category,
-                                                         duration_ms, started)])
-            if result.rowcount:
+            ended = _Ended(row.tool, row.user_name, "failed", "", row.category, duration_ms, started)
+            if await self.db.write(self._close_one, row.id, values, ended):
                 closed.append(row.id)
         return closed
+
+    def _close_one(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended) -> bool:
+        result = conn.execute(_T.update().where((_T.c.id == execution_id) & (_T.c.status == "running")).values(**values))
+        if result.rowcount:
+            self._add_totals(conn, [ended])
+        return bool(result.rowcount)
 
     async def prune(self, before: datetime) -> int:
         """Delete finished records that ended before `before` (and take them out of the totals);

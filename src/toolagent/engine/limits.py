@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import BudgetExceeded, RateLimited
 from ..store import engine_tables as et
@@ -116,6 +115,17 @@ class Limits:
         self.db = db
         self.config = config or EngineConfig()
         self.clock = clock
+        # Built once, with bound parameters (`_take` runs on every tool execution).
+        t, c = et.limit_counters, et.limit_counters.c
+        key, window = sa.bindparam("b_key"), sa.bindparam("b_window")
+        self._bump = (t.update().where((c.key == key) & (c.window_no == window) & (c.calls < sa.bindparam("b_limit")))
+                      .values(calls=c.calls + 1).returning(c.calls))
+        # `<` rather than `!=`: a process whose clock lags must not reset a newer window.
+        self._reset = (t.update().where((c.key == key) & (c.window_no < window))
+                       .values(window_no=window, calls=1).returning(c.calls))
+        insert_fn = sqlite.insert if db.is_sqlite else postgresql.insert
+        self._create = (insert_fn(t).values(key=key, window_no=window, calls=1)
+                        .on_conflict_do_nothing(index_elements=[c.key]).returning(c.calls))
 
     def rules(self, user: str, plan: str, *, tool: str | None = None, category: str | None = None,
               now_s: float | None = None) -> list[LimitRule]:
@@ -140,7 +150,7 @@ class Limits:
                                  month, month_end))
         return out
 
-    async def consume(self, conn: AsyncConnection, user: str, plan: str, *, tool: str, category: str) -> list[LimitStatus]:
+    def consume(self, conn: sa.Connection, user: str, plan: str, *, tool: str, category: str) -> list[LimitStatus]:
         """Take one call from every counter that applies, inside `conn`'s transaction.
 
         Returns:
@@ -153,7 +163,7 @@ class Limits:
         now = self.clock()
         statuses: list[LimitStatus] = []
         for rule in self.rules(user, plan, tool=tool, category=category, now_s=now):
-            used = await self._take(conn, rule)
+            used = self._take(conn, rule)
             reset_in = max(0.0, rule.reset_at_s - now)
             if used is None:
                 raise self._refusal(user, plan, rule, reset_in)
@@ -162,8 +172,7 @@ class Limits:
 
     async def take(self, user: str, plan: str, *, tool: str, category: str) -> list[LimitStatus]:
         """`consume` in a transaction of its own."""
-        async with self.db.begin() as conn:
-            return await self.consume(conn, user, plan, tool=tool, category=category)
+        return await self.db.write(lambda conn: self.consume(conn, user, plan, tool=tool, category=category))
 
     async def usage(self, user: str, plan: str, *, tool: str | None = None, category: str | None = None) -> list[LimitStatus]:
         """Where the counters of `user` stand now, without counting anything."""
@@ -182,29 +191,19 @@ class Limits:
             out.append(LimitStatus(rule.kind, rule.scope, rule.limit, used, max(0.0, rule.reset_at_s - now)))
         return out
 
-    async def _take(self, conn: AsyncConnection, rule: LimitRule) -> int | None:
+    def _take(self, conn: sa.Connection, rule: LimitRule) -> int | None:
         """One unit from `rule`'s counter: the calls counted now, or None when it is full."""
-        t = et.limit_counters
-        c = t.c
-        bump = (t.update()
-                .where((c.key == rule.key) & (c.window_no == rule.window_no) & (c.calls < rule.limit))
-                .values(calls=c.calls + 1).returning(c.calls))
-        row = (await conn.execute(bump)).first()
+        params = {"b_key": rule.key, "b_window": rule.window_no, "b_limit": rule.limit}
+        row = conn.execute(self._bump, params).first()
         if row is not None:
             return int(row.calls)
         # No row for this window: an older window's row starts over, else the first row is made.
-        # `<` rather than `!=`: a process whose clock lags must not reset a newer window.
-        reset = (t.update().where((c.key == rule.key) & (c.window_no < rule.window_no))
-                 .values(window_no=rule.window_no, calls=1).returning(c.calls))
-        if (await conn.execute(reset)).first() is not None:
+        if conn.execute(self._reset, params).first() is not None:
             return 1
-        insert_fn = sqlite.insert if self.db.is_sqlite else postgresql.insert
-        create = (insert_fn(t).values(key=rule.key, window_no=rule.window_no, calls=1)
-                  .on_conflict_do_nothing(index_elements=[c.key]).returning(c.calls))
-        if (await conn.execute(create)).first() is not None:
+        if conn.execute(self._create, params).first() is not None:
             return 1
         # Another transaction made or reset the row meanwhile: count against it.
-        row = (await conn.execute(bump)).first()
+        row = conn.execute(self._bump, params).first()
         return int(row.calls) if row is not None else None
 
     def _refusal(self, user: str, plan: str, rule: LimitRule, reset_in_s: float) -> RateLimited | BudgetUsedUp:

@@ -125,6 +125,13 @@ def _principal(row: Any) -> Principal:
     return Principal(row.name, row.level, row.plan, as_utc(row.created_at))
 
 
+#: A key and its user's level and plan, by the key's hash (every API request).
+_KEY_BY_HASH = (sa.select(et.api_keys, et.users.c.level, et.users.c.plan, et.users.c.created_at.label("user_created_at"))
+                .join(et.users, et.users.c.name == et.api_keys.c.user_name)
+                .where(et.api_keys.c.key_hash == sa.bindparam("b_hash")))
+_KEY_BY_ID = sa.select(et.api_keys).where(et.api_keys.c.id == sa.bindparam("b_id"))
+
+
 def _key(row: Any) -> ApiKey:
     return ApiKey(row.id, row.user_name, row.prefix, tuple(row.scopes or ()), as_utc(row.created_at),  # type: ignore[arg-type]
                   as_utc(row.revoked_at), row.label)
@@ -249,6 +256,12 @@ class Principals:
             raise NotFound(f"API key '{key_id}' not found: `toolagent keys list` shows the keys")
         return _key(row)
 
+    @staticmethod
+    def key_in(conn: sa.Connection, key_id: str) -> ApiKey | None:
+        """One key by id inside the caller's transaction, or None."""
+        row = conn.execute(_KEY_BY_ID, {"b_id": key_id}).first()
+        return None if row is None else _key(row)
+
     async def list_keys(self, user: str | None = None) -> list[ApiKey]:
         """Keys (of one user), oldest first."""
         query = sa.select(et.api_keys).order_by(et.api_keys.c.created_at, et.api_keys.c.id)
@@ -278,11 +291,7 @@ class Principals:
         """
         if not raw_key.startswith(KEY_PREFIX):
             raise Unauthenticated(f"not an API key: keys start with '{KEY_PREFIX}'")
-        query = (sa.select(et.api_keys, et.users.c.level, et.users.c.plan, et.users.c.created_at.label("user_created_at"))
-                 .join(et.users, et.users.c.name == et.api_keys.c.user_name)
-                 .where(et.api_keys.c.key_hash == hash_key(raw_key)))
-        async with self.db.begin() as conn:
-            row = (await conn.execute(query)).first()
+        row = await self.db.read(lambda conn: conn.execute(_KEY_BY_HASH, {"b_hash": hash_key(raw_key)}).first())
         if row is None:
             raise Unauthenticated("unknown API key")
         key = _key(row)

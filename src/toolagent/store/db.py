@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -26,6 +28,10 @@ DATABASE_URL_ENV = "TOOLAGENT_DATABASE_URL"
 DEFAULT_HOME = Path(".toolagent")
 #: Arbitrary constant key of the PostgreSQL advisory lock that serializes migrations.
 _MIGRATION_LOCK_KEY = 7_301_245_119
+#: Threads running `Database.write` transactions at once on PostgreSQL (SQLite: one).
+_PG_WRITERS = 20
+
+T = TypeVar("T")
 
 
 def default_url() -> str:
@@ -77,6 +83,13 @@ class Database:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         else:
             self.engine = create_async_engine(self.url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+        self._sync_engine: sa.Engine | None = None
+        self._inline_engine: sa.Engine | None = None
+        self._reader: sa.Engine | None = None
+        self._sync_engine_lock = threading.Lock()
+        # SQLite has one writer at a time: queueing this process's writers for one thread is
+        # cheaper than letting them spin on the database's busy handler.
+        self._writers = anyio.CapacityLimiter(1 if self.is_sqlite else _PG_WRITERS)
 
     @contextlib.asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
@@ -88,6 +101,78 @@ class Database:
             raise StoreError(f"store error ({self.dialect}): {_short(exc)}") from exc
         except OSError as exc:
             raise StoreError(f"store unreachable ({self.dialect}): {exc}") from exc
+
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(conn, *args)` in one transaction with a synchronous connection.
+
+        For the hot write paths (every tool execution). With an async connection each statement
+        is a round trip through the event loop, and under load each round trip waits for every
+        other ready task: a transaction of ten statements held SQLite's write lock for ten turns
+        of a busy loop. Here, on SQLite the transaction runs inline on the loop's thread when the
+        database is free at once (a few hundred microseconds of blocking, and nothing else in this
+        process can interleave), else on the writer thread, which waits for the lock; on
+        PostgreSQL it runs on a worker thread. SQLite transactions start with `BEGIN IMMEDIATE`,
+        so one that reads before it writes is never refused its upgrade to a writer by another
+        process's commit. Once started, a transaction runs to its end even if the caller is
+        cancelled.
+
+        Raises:
+            StoreError: The database failed (whatever `fn` raises otherwise propagates as is).
+        """
+        if self.is_sqlite:
+            try:
+                return self._transaction(self._sync(inline=True), fn, args)
+            except _Busy:
+                pass  # another connection holds the write lock: wait for it off the loop
+        return await anyio.to_thread.run_sync(self._transaction, self._sync(), fn, args, limiter=self._writers)
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(conn, *args)` with a synchronous connection, for a hot read (an API key per request).
+
+        On SQLite it runs inline on the loop's thread (WAL readers do not wait for writers), which
+        spares the async pool's checkout and a round trip through the loop per statement; if the
+        database is busy at once (recovering its WAL, say) it goes the async way, as on PostgreSQL.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        if self.is_sqlite:
+            self._sync()
+            try:
+                return self._transaction(self._reader, fn, args)
+            except _Busy:
+                pass
+        async with self.begin() as conn:
+            return await conn.run_sync(fn, *args)
+
+    def _transaction(self, engine: sa.Engine, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        try:
+            with engine.begin() as conn:
+                return fn(conn, *args)
+        except sa.exc.OperationalError as exc:
+            if _is_busy(exc) and engine in (self._inline_engine, self._reader):
+                raise _Busy from exc
+            raise StoreError(f"store error ({self.dialect}): {_short(exc)}") from exc
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"store error ({self.dialect}): {_short(exc)}") from exc
+        except OSError as exc:
+            raise StoreError(f"store unreachable ({self.dialect}): {exc}") from exc
+
+    def _sync(self, *, inline: bool = False) -> sa.Engine:
+        """The synchronous engines: the writer thread's, and on SQLite the inline one that never waits for a lock."""
+        with self._sync_engine_lock:
+            if self._sync_engine is None:
+                if self.is_sqlite:
+                    self._sync_engine = _sqlite_sync_engine(self.url, busy_timeout_ms=30_000)
+                    self._inline_engine = _sqlite_sync_engine(self.url, busy_timeout_ms=0)
+                    self._reader = _sqlite_sync_engine(self.url, busy_timeout_ms=0, immediate=False)
+                else:
+                    self._sync_engine = sa.create_engine(self.url, pool_size=5, max_overflow=_PG_WRITERS,
+                                                         pool_pre_ping=True)
+            if inline:
+                assert self._inline_engine is not None
+                return self._inline_engine
+            return self._sync_engine
 
     @property
     def dialect(self) -> str:
@@ -122,9 +207,13 @@ class Database:
     async def dispose(self) -> None:
         """Close every pooled connection."""
         await self.engine.dispose()
+        for sync in (self._sync_engine, self._inline_engine, self._reader):
+            if sync is not None:
+                sync.dispose()
+        self._sync_engine = self._inline_engine = self._reader = None
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any, busy_timeout_ms: int = 30_000) -> None:
     cur = dbapi_conn.cursor()
     # WAL lets readers and one writer share the file across processes; the busy timeout makes a
     # second process wait for the lock instead of failing at once.
@@ -132,9 +221,37 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     # In WAL mode NORMAL still never corrupts the file; it only lets the last commits before a
     # power loss roll back, and saves an fsync per commit.
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
+
+
+def _sqlite_sync_engine(async_url: str, *, busy_timeout_ms: int, immediate: bool = True) -> sa.Engine:
+    """A synchronous engine on the same SQLite file whose transactions start with BEGIN IMMEDIATE
+    (or, not `immediate`, whose statements each run on their own, for reads)."""
+    engine = sa.create_engine("sqlite+pysqlite://" + async_url.split("://", 1)[1],
+                              connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def connect(dbapi_conn: Any, record: Any) -> None:
+        _sqlite_pragmas(dbapi_conn, record, busy_timeout_ms)
+        # The driver's implicit BEGIN is turned off; the "begin" event below issues BEGIN IMMEDIATE.
+        dbapi_conn.isolation_level = None
+
+    if immediate:
+        @event.listens_for(engine, "begin")
+        def begin(conn: sa.Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+class _Busy(Exception):
+    """The inline SQLite connection found the database locked (nothing was written)."""
+
+
+def _is_busy(exc: sa.exc.OperationalError) -> bool:
+    return "database is locked" in str(exc.orig) or "database table is locked" in str(exc.orig)
 
 
 def _short(exc: BaseException) -> str:
