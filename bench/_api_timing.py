@@ -1,8 +1,8 @@
 """Wall-clock time per stage of `POST /api/tools/execute`, patched into the API server process by
 bench/api_load.py --timings (nothing under src/ imports this).
 
-Each stage's total wall time includes waiting: for the engine's SQLite write lock, a pooled
-database connection, SQLite's own write lock (its busy handler sleeps), or the event loop.
+Each stage's total wall time includes waiting: for the store's writer thread (one on SQLite), a
+pooled database connection, or the event loop.
 SIGUSR1 clears the figures; SIGUSR2 writes them as JSON to the file named by BENCH_TIMINGS.
 """
 
@@ -44,9 +44,7 @@ def _timed(owner: Any, attr: str, stage: str) -> None:
 def install() -> None:
     """Wrap the stages and the signal handlers."""
     from toolagent.api import procedures, routes_tools
-    from toolagent.engine.audit import AuditLog
     from toolagent.engine.core import Engine
-    from toolagent.engine.executions import ExecutionStore
     from toolagent.engine.limits import Limits
     from toolagent.engine.principals import Principals
     from toolagent.mcp.pool import ServerPool
@@ -56,14 +54,22 @@ def install() -> None:
     _timed(Principals, "authenticate_key", "1 authenticate (key lookup)")
     _timed(procedures, "tool_spec", "2 tool_spec")
     _timed(Engine, "execute", "3 engine.execute (total)")
-    _timed(Engine, "_fresh_key", "3a  re-read API key")
-    _timed(Engine, "_admit", "3b  admit: limits + insert running")
-    _timed(Limits, "consume", "3b.   of which rate counter")
-    _timed(AuditLog, "append", "3c  audit append (x2 per call)")
+    _timed(Engine, "_admit", "3b  admit: key, limits, insert running, audit")
     _timed(ServerPool, "call", "3d  MCP call (pool.call)")
-    _timed(Engine, "_finish", "3e  finish: update row + audit + event")
-    _timed(ExecutionStore, "finish", "3e.   of which row update + totals")
+    _timed(Engine, "_finish", "3e  finish: update row, totals, audit, event")
     _timed(Limits, "usage", "4 rate-limit headers (usage read)")
+    _timed(Database, "write", "6 db.write: waits + transaction")
+    original_transaction = Database._transaction
+
+    def transaction(self: Database, engine: Any, fn: Any, args: Any) -> Any:
+        t0 = time.perf_counter()
+        stage = "6.  transaction inline" if engine is self._inline_engine else "6.  transaction on a thread"
+        try:
+            return original_transaction(self, engine, fn, args)
+        finally:
+            _add(stage, time.perf_counter() - t0)
+
+    Database._transaction = transaction  # type: ignore[method-assign]
     original_begin = Database.begin
 
     @contextlib.asynccontextmanager
@@ -78,17 +84,6 @@ def install() -> None:
         _add("5 db: COMMIT", time.perf_counter() - t2)
 
     Database.begin = begin  # type: ignore[method-assign]
-
-    original_writing = Engine._writing
-
-    @contextlib.asynccontextmanager
-    async def writing(self: Engine) -> AsyncIterator[None]:
-        t0 = time.perf_counter()
-        async with original_writing(self):
-            _add("6 engine write-lock wait", time.perf_counter() - t0)
-            yield
-
-    Engine._writing = writing  # type: ignore[method-assign]
 
     def dump(*_: Any) -> None:
         with open(os.environ["BENCH_TIMINGS"], "w", encoding="utf-8") as fh:

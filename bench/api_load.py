@@ -8,8 +8,10 @@ plan raised to 100,000,000 calls per minute with no budget (the counter is still
 call), another on a plan of Q calls per minute. Then prints:
   1. per client count N (default 100 then 1000), each for `--seconds`: N tasks over N keep-alive
      connections (httpx.AsyncClient pools of 10) looping `POST /api/tools/execute` of `bench/echo_0`,
-     then N tasks sharing ONE `mcp.ClientSession` to another bench_server.py over stdio (the API
-     also shares one session per server) looping `call_tool("echo_0")`: calls/s, p50/p95/p99
+     then the same requests to bench/_http_relay.py (a bare FastAPI route forwarding to one MCP
+     session: what the HTTP layer alone costs on this machine), then N tasks sharing ONE
+     `mcp.ClientSession` to another bench_server.py over stdio (the API also shares one session
+     per server) looping `call_tool("echo_0")`: calls/s, p50/p95/p99
      latency, errors, and the CPU seconds each process used. Clients stop starting calls at the
      deadline and the calls under way are waited for, so a phase lasts longer than `--seconds`
      when the server queues (each of 1,000 API clients may make a single call). Then the ratio
@@ -24,6 +26,7 @@ The load generator runs in this process (one event loop), so on a small machine 
 with the server for CPU in phase 1 (the printed CPU figures show how much).
 
 Run: .venv/bin/python bench/api_load.py [--seconds S] [--clients 100,1000] [--rate-q Q] [--db URL]
+     [--no-relay]       (skip the bare HTTP relay phase, bench/_http_relay.py)
      [--profile FILE]   (run the server under cProfile, dump to FILE and print its top functions)
      [--timings]        (time the server's stages: bench/_api_timing.py, patched in at start)
 """
@@ -370,6 +373,38 @@ async def api_phase(api: Api, key: str, clients: int, seconds: float, warmup_s: 
     return phase
 
 
+@contextlib.contextmanager
+def relay_server(workdir: Path) -> Iterator[Api]:
+    """bench/_http_relay.py on a free port: the HTTP layer alone, for comparison."""
+    port = free_port()
+    log = workdir / "relay.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, str(HERE / "_http_relay.py"), str(port)], stdout=out,
+                                stderr=subprocess.STDOUT)
+    api = Api(f"http://127.0.0.1:{port}", proc.pid, log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"relay did not start:\n{log.read_text(errors='replace')[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                if httpx.get(f"{api.url}/ready", timeout=2).json().get("ready"):
+                    break
+            time.sleep(0.1)
+        yield api
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def relay_phase(relay: Api, clients: int, seconds: float, warmup_s: float) -> Phase:
+    """N clients executing the echo tool through the bare relay (same route, body and client pools)."""
+    procs = {"relay(uvicorn)": relay.pid, **{f"mcp-server({i})": c for i, c in enumerate(children(relay.pid))}}
+    async with api_clients(relay, "none", clients) as pools:
+        await hammer(Phase("warmup", min(clients, WARMUP_CLIENTS)), execute(pools), warmup_s, {})
+        return await hammer(Phase("relay", clients), execute(pools), seconds, procs)
+
+
 async def direct_phase(clients: int, seconds: float, warmup_s: float) -> Phase:
     """N clients calling the echo tool over one shared MCP session to the same kind of server."""
     params = StdioServerParameters(command=sys.executable, args=SERVER_ARGS)
@@ -448,25 +483,32 @@ async def burst(api: Api, key: str, q: int, background_key: str, background_clie
 # -- main -----------------------------------------------------------------------------------------
 
 
-async def load(api: Api, keys: dict[str, str], args: argparse.Namespace, big: str, small: str) -> None:
+async def load(api: Api, relay: Api | None, keys: dict[str, str], args: argparse.Namespace, big: str, small: str) -> None:
     """Phase 1 for each client count, then phase 2."""
-    results: dict[int, tuple[Phase, Phase]] = {}
+    results: dict[int, tuple[Phase, Phase, Phase | None]] = {}
     print(f"1. throughput: {args.seconds:g} s per phase (after a {args.warmup:g} s warm-up of <= {WARMUP_CLIENTS} clients), tool {TOOL} of "
-          f"bench/bench_server.py over stdio; direct = N tasks sharing one ClientSession")
+          f"bench/bench_server.py over stdio; direct = N tasks sharing one ClientSession; relay = the same HTTP "
+          f"route on a bare FastAPI app forwarding to one MCP session (no key, gate, limits, records or audit)")
     for n in args.clients:
         through_api = await api_phase(api, keys[big], n, args.seconds, args.warmup)
         through_api.print()
+        through_relay = None
+        if relay is not None:
+            through_relay = await relay_phase(relay, n, args.seconds, args.warmup)
+            through_relay.print()
         direct = await direct_phase(n, args.seconds, args.warmup)
         direct.print()
-        results[n] = (through_api, direct)
+        results[n] = (through_api, direct, through_relay)
     if 100 in results:
-        a, d = results[100]
+        a, d, r = results[100]
         ratio = a.per_s / d.per_s if d.per_s else 0.0
         p50 = pct(a.latencies_s, .5) / pct(d.latencies_s, .5)
         print(f"  ratio API/direct throughput at N=100: {ratio:.2f} (target >= {TARGET_RATIO:.2f}) "
               f"{'OK' if ratio >= TARGET_RATIO else 'BELOW'}   (p50 latency API/direct: {p50:.1f}x)")
+        if r is not None and d.per_s and r.per_s:
+            print(f"  the HTTP layer alone at N=100: relay/direct {r.per_s / d.per_s:.2f}, API/relay {a.per_s / r.per_s:.2f}")
     if TARGET_CLIENTS in results:
-        a, _ = results[TARGET_CLIENTS]
+        a = results[TARGET_CLIENTS][0]
         errors = sum(a.errors.values())
         print(f"  target: {TARGET_CLIENTS:,} concurrent executions with no error: {a.calls} calls, {errors} errors "
               f"-> {'OK' if errors == 0 and a.calls >= TARGET_CLIENTS else 'FAILED'}")
@@ -489,6 +531,7 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="run the server under cProfile and dump the stats to this file")
     parser.add_argument("--timings", action="store_true",
                         help="patch wall-clock timers around the server's stages (bench/_api_timing.py) and print them")
+    parser.add_argument("--no-relay", action="store_true", help="skip the bare-relay comparison phase")
     args = parser.parse_args()
 
     suffix = secrets.token_hex(3)  # a --db store may already hold earlier runs' users
@@ -502,8 +545,10 @@ def main() -> None:
         keys = provision(db, [(big, "enterprise"), (small, "starter")])
         print(f"store: {db.split('://')[0]}; cpus: {os.cpu_count()}; users {big} (enterprise, unlimited) and "
               f"{small} (starter, {args.rate_q}/min)")
-        with api_server(Path(tmp), db, engine_config, args.profile, args.timings) as api:
-            anyio.run(load, api, keys, args, big, small)
+        with contextlib.ExitStack() as stack:
+            api = stack.enter_context(api_server(Path(tmp), db, engine_config, args.profile, args.timings))
+            relay = None if args.no_relay else stack.enter_context(relay_server(Path(tmp)))
+            anyio.run(load, api, relay, keys, args, big, small)
             log = api.log
         tail = log.read_text(errors="replace").strip()
         if tail:

@@ -1,6 +1,7 @@
 """Benchmark MCP server: many echo and sleep tools (echo_0..echo_N, sleep_0..sleep_N).
 
-Run: python bench/bench_server.py [stdio | http PORT] [N]
+Run: python bench/bench_server.py stdio 0 N   |   python bench/bench_server.py http PORT N
+(N tools of each kind, default 50; the port is read but unused over stdio.)
 """
 
 from __future__ import annotations
