@@ -28,8 +28,10 @@ DATABASE_URL_ENV = "TOOLAGENT_DATABASE_URL"
 DEFAULT_HOME = Path(".toolagent")
 #: Arbitrary constant key of the PostgreSQL advisory lock that serializes migrations.
 _MIGRATION_LOCK_KEY = 7_301_245_119
-#: Threads running `Database.write` transactions at once on PostgreSQL (SQLite: one).
-_PG_WRITERS = 20
+#: Threads running `Database.write` transactions at once on PostgreSQL (SQLite: one), each with a
+#: connection of its own: with the async pool's 30 that is 40 per process, so two processes fit
+#: PostgreSQL's default of 100 connections.
+_PG_WRITERS = 10
 
 T = TypeVar("T")
 
@@ -167,7 +169,7 @@ class Database:
                     self._inline_engine = _sqlite_sync_engine(self.url, busy_timeout_ms=0)
                     self._reader = _sqlite_sync_engine(self.url, busy_timeout_ms=0, immediate=False)
                 else:
-                    self._sync_engine = sa.create_engine(self.url, pool_size=5, max_overflow=_PG_WRITERS,
+                    self._sync_engine = sa.create_engine(self.url, pool_size=2, max_overflow=_PG_WRITERS - 2,
                                                          pool_pre_ping=True)
             if inline:
                 assert self._inline_engine is not None
