@@ -1,0 +1,92 @@
+"""`Database.write` and `Database.read`: synchronous transactions for the hot paths, on both stores."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+import sqlalchemy as sa
+
+from toolagent.errors import RateLimited, StoreError
+from toolagent.store import Store, open_store
+from toolagent.store.tables import schema_migrations
+
+pytestmark = pytest.mark.anyio
+
+PROBE = sa.table("write_probe", sa.column("n", sa.Integer))
+
+
+@contextlib.asynccontextmanager
+async def probe_store(url: str) -> AsyncIterator[Store]:
+    """A migrated store with an extra table `write_probe(n)`."""
+    async with open_store(url) as store:
+        await store.db.write(lambda conn: conn.exec_driver_sql("CREATE TABLE write_probe (n INTEGER NOT NULL)"))
+        yield store
+
+
+async def test_write_commits_and_read_sees_it(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        await store.db.write(lambda conn, n: conn.execute(PROBE.insert().values(n=n)), 7)
+        assert await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n)))) == 7
+        # The async connections see the same rows.
+        async with store.db.begin() as conn:
+            assert await conn.scalar(sa.select(sa.func.count()).select_from(schema_migrations)) >= 1
+            assert await conn.scalar(sa.select(sa.func.sum(PROBE.c.n))) == 7
+
+
+async def test_an_error_inside_rolls_the_whole_transaction_back(db_url: str) -> None:
+    def insert_then_refuse(conn: sa.Connection) -> None:
+        conn.execute(PROBE.insert().values(n=1))
+        raise RateLimited("full", limit=1, remaining=0, retry_after_s=1.0)
+
+    async with probe_store(db_url) as store:
+        with pytest.raises(RateLimited):
+            await store.db.write(insert_then_refuse)
+        assert await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.count()).select_from(PROBE))) == 0
+
+
+async def test_database_errors_become_store_errors(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        with pytest.raises(StoreError, match="no_such_table|does not exist"):
+            await store.db.write(lambda conn: conn.exec_driver_sql("INSERT INTO no_such_table VALUES (1)"))
+
+
+async def test_sqlite_write_waits_for_another_connections_lock_without_blocking_the_loop(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    released = threading.Event()
+    other: sqlite3.Connection
+
+    def release_later() -> None:
+        time.sleep(0.5)
+        other.execute("INSERT INTO write_probe VALUES (1)")
+        other.execute("COMMIT")
+        released.set()
+
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not released.is_set():
+            ticks += 1
+            await anyio.sleep(0.01)
+
+    async with probe_store(f"sqlite+aiosqlite:///{path}") as store:
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # another process's writer, holding the lock
+        threading.Thread(target=release_later, daemon=True).start()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tick)
+            started = time.monotonic()
+            await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=2)))
+            waited_s = time.monotonic() - started
+        assert waited_s >= 0.4  # it waited for the other writer...
+        assert ticks >= 10  # ...on a thread, while the event loop kept running
+        total = await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n))))
+        assert total == 3
+        other.close()
