@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 
 from mcp_harness import free_port, probe_config
 from toolagent.store import open_store
@@ -194,3 +195,30 @@ def read_events(client: httpx.Client, run_id: str, *, on_event: Any = None,
                 if on_event is not None:
                     on_event(event)
     return events
+
+
+# -- fixtures shared by the live-API test modules ---------------------------------------------------
+# A module imports these and defines `users_and_server` (its users and a running server, module-scoped).
+
+
+@pytest.fixture(scope="module")
+def server(users_and_server: tuple[dict[str, User], LiveServer]) -> LiveServer:
+    """The module's running server."""
+    return users_and_server[1]
+
+
+@pytest.fixture(scope="module")
+def users(users_and_server: tuple[dict[str, User], LiveServer]) -> dict[str, User]:
+    """The module's users by name."""
+    return users_and_server[0]
+
+
+@pytest.fixture
+def as_user(server: LiveServer, users: dict[str, User]) -> Iterator[dict[str, httpx.Client]]:
+    """An HTTP client per user, with that user's key."""
+    clients = {name: server.client(user) for name, user in users.items()}
+    try:
+        yield clients
+    finally:
+        for c in clients.values():
+            c.close()

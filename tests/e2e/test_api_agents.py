@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision, read_events
+from api_harness import as_user, server, users  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -52,26 +53,6 @@ def users_and_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
                 response = bob.put(f"/api/agents/demo/{slug}", json=agent_body(defn))
                 assert response.status_code == 200, response.text
         yield users, server
-
-
-@pytest.fixture(scope="module")
-def server(users_and_server: tuple[dict[str, User], LiveServer]) -> LiveServer:
-    return users_and_server[1]
-
-
-@pytest.fixture(scope="module")
-def users(users_and_server: tuple[dict[str, User], LiveServer]) -> dict[str, User]:
-    return users_and_server[0]
-
-
-@pytest.fixture
-def as_user(server: LiveServer, users: dict[str, User]) -> Iterator[dict[str, httpx.Client]]:
-    clients = {name: server.client(user) for name, user in users.items()}
-    try:
-        yield clients
-    finally:
-        for c in clients.values():
-            c.close()
 
 
 def assert_error(response: httpx.Response, status: int, code: str, *needles: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from api_harness import LiveServer, User, live_server, probe_servers, provision, revoke
+from api_harness import as_user, server, users  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,26 +37,6 @@ def users_and_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
     users = provision(db, USERS, scopes={"scoped": ["agent:execute:memory"]})
     with live_server(work, probe_servers(), engine_config=ENGINE_CONFIG, db=db) as server:
         yield users, server
-
-
-@pytest.fixture(scope="module")
-def server(users_and_server: tuple[dict[str, User], LiveServer]) -> LiveServer:
-    return users_and_server[1]
-
-
-@pytest.fixture(scope="module")
-def users(users_and_server: tuple[dict[str, User], LiveServer]) -> dict[str, User]:
-    return users_and_server[0]
-
-
-@pytest.fixture
-def as_user(server: LiveServer, users: dict[str, User]) -> Iterator[dict[str, httpx.Client]]:
-    clients = {name: server.client(user) for name, user in users.items()}
-    try:
-        yield clients
-    finally:
-        for c in clients.values():
-            c.close()
 
 
 def execute(client: httpx.Client, name: str, arguments: dict | None = None, **extra: object) -> httpx.Response:
