@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -239,22 +240,23 @@ def background_build(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str
         reader.join(timeout=5)
 
 
-def test_runs_cancel_from_another_process(env: dict[str, str],
-                                          background_build: tuple[subprocess.Popen[str], list[str]]) -> None:
-    proc, lines = background_build
+def sleeping_run(env: dict[str, str], proc: subprocess.Popen[str], lines: list[str]) -> str:
+    """The id of the background build's run, once its sleep step is running."""
     deadline = time.monotonic() + 60
-    run_id = None
     while time.monotonic() < deadline:
         # The other process announces its run, then its sleep step shows up as a running execution.
         match = re.search(r"run (run_\w+) started; stop it with: toolagent runs cancel \1", "".join(lines))
-        run_id = match.group(1) if match else None
-        if run_id and json.loads(invoke(env, "--user", "basic", "--json", "executions", "active")[1])["count"] == 1:
-            break
+        if match and json.loads(invoke(env, "--user", "basic", "--json", "executions", "active")[1])["count"] == 1:
+            return match.group(1)
         assert proc.poll() is None, "".join(lines)
         time.sleep(0.1)
-    else:
-        pytest.fail(f"the run did not start its sleep step: {''.join(lines)}")
-    assert run_id is not None
+    pytest.fail(f"the run did not start its sleep step: {''.join(lines)}")
+
+
+def test_runs_cancel_from_another_process(env: dict[str, str],
+                                          background_build: tuple[subprocess.Popen[str], list[str]]) -> None:
+    proc, lines = background_build
+    run_id = sleeping_run(env, proc, lines)
 
     # Not the owner and not an admin: the run does not exist for them, and it keeps running.
     code, _, stderr = invoke(env, "--user", "advanced", "runs", "cancel", run_id)
@@ -276,6 +278,31 @@ def test_runs_cancel_from_another_process(env: dict[str, str],
     assert [e["tag"] for e in read_log(Path(env["log"])) if e["event"] == "cancelled"] == ["long"]
     code, _, stderr = invoke(env, "--user", "basic", "runs", "cancel", run_id)
     assert code == 2 and f"run '{run_id}' is not running (it ended cancelled)" in stderr
+
+
+def test_a_killed_build_is_closed_as_interrupted(env: dict[str, str],
+                                                 background_build: tuple[subprocess.Popen[str], list[str]]) -> None:
+    proc, lines = background_build
+    run_id = sleeping_run(env, proc, lines)
+    deadline = time.monotonic() + 30
+    while json.loads(invoke(env, "--json", "runs", "show", run_id)[1])["steps"][0]["status"] != "running":
+        assert time.monotonic() < deadline, "the sleep step was never recorded running"
+        time.sleep(0.1)
+    proc.kill()  # SIGKILL: no chance to record anything
+    proc.wait(timeout=30)
+
+    # The next command to open the store closes the run; the next engine closes its execution.
+    code, stdout, stderr = invoke(env, "--json", "runs", "show", run_id)
+    assert code == 0, stderr
+    shown = json.loads(stdout)
+    error = f"interrupted: process {proc.pid} on {socket.gethostname()} ended before it finished"
+    assert (shown["status"], shown["error"]) == ("failed", error)
+    assert [(s["tool"], s["status"], s["error"]) for s in shown["steps"]] == [
+        ("probe/sleep", "failed", error), ("probe/echo", "skipped", None)]
+    code, stdout, _ = invoke(env, "--user", "basic", "--json", "history")
+    [sleep] = json.loads(stdout)["executions"]
+    assert (sleep["toolName"], sleep["status"], sleep["runId"]) == ("probe/sleep", "failed", run_id)
+    assert sleep["reason"] == "interrupted"
 
 
 # -- the demo ----------------------------------------------------------------------------------------

@@ -18,13 +18,10 @@ other hosts, are left alone: only their own host can tell whether they still run
 from __future__ import annotations
 
 import bisect
-import os
 import secrets
-import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -33,6 +30,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ..errors import UsageError
 from ..store import engine_tables as et
 from ..store.db import Database, as_utc
+from ..store.owner import Owner, boot_id, gone, pid_alive
 from ..tools.spec import ToolResult
 from .config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 
@@ -87,46 +85,6 @@ def resolve_timeout_ms(requested: int | None, tool_timeout_s: float | None, defa
     if tool_timeout_s is not None:
         return min(MAX_TIMEOUT_MS, max(MIN_TIMEOUT_MS, round(tool_timeout_s * 1000)))
     return default_ms
-
-
-@dataclass(frozen=True)
-class Owner:
-    """The process running an execution."""
-
-    pid: int
-    """Process id."""
-    host: str
-    """Host name."""
-    boot: str
-    """The kernel's boot id (`/proc/sys/kernel/random/boot_id`); empty where there is none."""
-
-    @classmethod
-    def current(cls) -> Owner:
-        """This process."""
-        return cls(os.getpid(), socket.gethostname(), boot_id())
-
-
-def boot_id() -> str:
-    """The kernel's boot id: changes on every reboot (empty when the system has none)."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
-    except OSError:
-        return ""
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists on this host (a zombie counts as existing)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    except OSError:
-        return False
-    return True
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -496,13 +454,7 @@ def _orphaned(row: Any, me: Owner, now: datetime, started: datetime) -> str | No
     limit_ms = (row.timeout_ms or MAX_TIMEOUT_MS) + ORPHAN_GRACE_S * 1000
     if now - started > timedelta(milliseconds=limit_ms):
         return f"still running {round((now - started).total_seconds())} s after it started, past its timeout"
-    if row.owner_pid is None or row.owner_host != me.host:
-        return None
-    if me.boot and row.owner_boot and row.owner_boot != me.boot:
-        return f"host {me.host} restarted since process {row.owner_pid} started it"
-    if row.owner_pid != me.pid and not pid_alive(row.owner_pid):
-        return f"process {row.owner_pid} on {me.host} ended before it finished"
-    return None
+    return gone(row.owner_pid, row.owner_host, row.owner_boot, me)
 
 
 __all__ = [

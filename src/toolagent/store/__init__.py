@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from .agents import AgentStore, UpsertOutcome
 from .runs import DeliverableRow, RunRow, RunStore, StepRow
 from .db import DATABASE_URL_ENV, Database, default_url, normalize_url
+
+logger = logging.getLogger(__name__)
 
 
 class Store:
@@ -30,10 +33,14 @@ class Store:
 
 @contextlib.asynccontextmanager
 async def open_store(url: str | None = None) -> AsyncIterator[Store]:
-    """Open the store at `url` (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file), migrated."""
+    """Open the store at `url` (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file),
+    migrated, with the runs left `running` by processes that have ended closed as interrupted."""
     store = Store(url)
     try:
         await store.db.migrate()
+        closed = await store.runs.close_interrupted()
+        if closed:
+            logger.warning("closed %d runs whose process had ended: %s", len(closed), ", ".join(closed))
         yield store
     finally:
         await store.close()

@@ -36,9 +36,39 @@ def _create(*tables: sa.Table) -> Callable[[sa.Connection], None]:
     return apply
 
 
+def _runs_v2() -> sa.Table:
+    """`runs` as migration 2 created it, before the owner columns of migration 5."""
+    return sa.Table(
+        "runs", sa.MetaData(),
+        sa.Column("id", sa.String(64), primary_key=True),
+        sa.Column("organization_slug", sa.String(200)),
+        sa.Column("agent_slug", sa.String(200), nullable=False),
+        sa.Column("agent_version", sa.String(50)),
+        sa.Column("user_id", sa.String(200)),
+        sa.Column("status", sa.String(20), nullable=False),
+        sa.Column("execution_mode", sa.String(20), nullable=False),
+        sa.Column("stop_on_error", sa.Boolean, nullable=False),
+        sa.Column("payload", t.JSON),
+        sa.Column("overrides", t.JSON),
+        sa.Column("error", sa.Text),
+        sa.Column("started_at", t.TS, nullable=False),
+        sa.Column("ended_at", t.TS),
+        sa.Column("duration_ms", sa.Float),
+        sa.Column("deliverable_id", sa.String(64)),
+        sa.Index("ix_runs_agent", "organization_slug", "agent_slug", "started_at"),
+        sa.Index("ix_runs_started", "started_at"),
+    )
+
+
+def _add_run_owner(conn: sa.Connection) -> None:
+    for name, kind in (("owner_pid", "INTEGER"), ("owner_host", "VARCHAR(255)"), ("owner_boot", "VARCHAR(64)")):
+        conn.execute(sa.text(f"ALTER TABLE runs ADD COLUMN {name} {kind}"))
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "agents", _create(t.agents)),
-    Migration(2, "runs, steps and deliverables", _create(t.runs, t.run_steps, t.deliverables)),
+    Migration(2, "runs, steps and deliverables", _create(_runs_v2(), t.run_steps, t.deliverables)),
     Migration(3, "engine: principals, keys, executions, limits", _create(*et.ENGINE_TABLES)),
     Migration(4, "audit log", _create(at.audit_log, at.audit_head)),
+    Migration(5, "runs: owner process", _add_run_owner),
 ]

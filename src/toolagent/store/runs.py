@@ -10,7 +10,8 @@ import sqlalchemy as sa
 
 from ..errors import NotFound
 from . import tables as t
-from .db import Database, as_utc
+from .db import Database, as_utc, utcnow
+from .owner import Owner, gone
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,10 @@ class RunRow:
     ended_at: datetime | None
     duration_ms: float | None
     deliverable_id: str | None
+    owner_pid: int | None = None
+    """The process that ran it (with the next two: see `RunStore.close_interrupted`)."""
+    owner_host: str | None = None
+    owner_boot: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """API/CLI form."""
@@ -109,12 +114,49 @@ class RunStore:
         self.db = db
 
     async def create_run(self, **values: Any) -> None:
-        """Insert a run in status `running` (with its steps as `pending`, if given)."""
+        """Insert a run in status `running` (with its steps as `pending`, if given), owned by this process."""
         steps = values.pop("steps", [])
+        me = Owner.current()
+        values = {"owner_pid": me.pid, "owner_host": me.host, "owner_boot": me.boot, **values}
         async with self.db.begin() as conn:
             await conn.execute(t.runs.insert().values(**values))
             if steps:
                 await conn.execute(t.run_steps.insert(), [{"run_id": values["id"], **s} for s in steps])
+
+    async def close_interrupted(self, me: Owner | None = None) -> list[str]:
+        """Close as `failed` the running runs whose process is certainly gone (see `owner.gone`):
+        a step that was running ends `failed`, steps not started end `skipped`, and the run's
+        error says `interrupted: ...`. Runs of live processes and of other hosts are left alone.
+
+        Returns:
+            The ids of the runs closed.
+        """
+        me = me or Owner.current()
+        c = t.runs.c
+        async with self.db.begin() as conn:
+            rows = (await conn.execute(sa.select(c.id, c.started_at, c.owner_pid, c.owner_host, c.owner_boot)
+                                       .where(c.status == "running"))).all()
+        closed = []
+        for row in rows:
+            why = gone(row.owner_pid, row.owner_host, row.owner_boot, me)
+            if why is None:
+                continue
+            now = utcnow()
+            started = as_utc(row.started_at)
+            error = f"interrupted: {why}"
+            steps = t.run_steps.c
+            async with self.db.begin() as conn:
+                result = await conn.execute(t.runs.update().where((c.id == row.id) & (c.status == "running")).values(
+                    status="failed", error=error, ended_at=now,
+                    duration_ms=(now - started).total_seconds() * 1000 if started else None))
+                if not result.rowcount:
+                    continue
+                await conn.execute(t.run_steps.update().where((steps.run_id == row.id) & (steps.status == "running"))
+                                   .values(status="failed", error=error, ended_at=now))
+                await conn.execute(t.run_steps.update().where((steps.run_id == row.id) & (steps.status == "pending"))
+                                   .values(status="skipped"))
+            closed.append(row.id)
+        return closed
 
     async def update_steps(self, run_id: str, rows: list[dict[str, Any]]) -> None:
         """Update several steps of a run in one transaction; each row has `position` and the same keys."""

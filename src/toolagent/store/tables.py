@@ -56,6 +56,10 @@ runs = sa.Table(
     sa.Column("ended_at", TS),
     sa.Column("duration_ms", sa.Float),
     sa.Column("deliverable_id", sa.String(64)),
+    # The process running it (migration 5): a run whose process is gone is closed as interrupted.
+    sa.Column("owner_pid", sa.Integer),
+    sa.Column("owner_host", sa.String(255)),
+    sa.Column("owner_boot", sa.String(64)),
     sa.Index("ix_runs_agent", "organization_slug", "agent_slug", "started_at"),
     sa.Index("ix_runs_started", "started_at"),
 )
