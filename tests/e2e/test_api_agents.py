@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -425,6 +426,47 @@ def test_events_and_cancel_of_a_run_in_another_process(server: LiveServer, users
         ]
         assert events[-1]["status"] == "cancelled" and "cancelled by bob" in events[1]["step"]["error"]
         assert cli.wait(30) == 1  # the CLI reports a cancelled run as not successful
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait(10)
+
+
+def test_events_of_a_run_whose_process_is_killed_end_with_it_interrupted(server: LiveServer, users: dict[str, User]) -> None:
+    """The API follows a CLI build from the store; when that process dies, the run is closed and the stream ends."""
+    work = server.log.parent
+    env = {**os.environ, "TOOLAGENT_ENGINE_CONFIG": str(work / "engine.json"), "TOOLAGENT_USER": "bob"}
+    env.pop("TOOLAGENT_DATABASE_URL", None)
+    exe = Path(sys.executable).parent / "toolagent"
+    cli = subprocess.Popen([str(exe), "--db", server.db, "--servers", str(work / "mcp.json"),
+                            "build", "demo/sleeper", "-p", json.dumps({"seconds": 60})],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert cli.stderr is not None
+        run_id = next(m.group(0) for line in cli.stderr if (m := re.search(r"run_\d+_[0-9a-f]+", line)))
+        with server.client(users["bob"]) as bob:
+            sleeping, events = threading.Event(), []
+
+            def follow() -> None:
+                events.extend(read_events(bob, run_id, timeout_s=90, on_event=lambda e: e["type"] == "step_started"
+                                          and e["step"]["tool"] == "probe/sleep" and sleeping.set()))
+
+            thread = threading.Thread(target=follow, daemon=True)
+            thread.start()
+            assert sleeping.wait(30), "the CLI run's sleep step was not seen"
+            cli.kill()
+            cli.wait(10)
+            thread.join(30)
+            assert not thread.is_alive(), "the event stream did not end after the run's process died"
+            run = bob.get(f"/api/runs/{run_id}").json()["run"]
+        error = f"interrupted: process {cli.pid} on {socket.gethostname()} ended before it finished"
+        assert (run["status"], run["error"]) == ("failed", error)
+        assert [(e["type"], e.get("step", {}).get("tool"), e.get("step", {}).get("status")) for e in events] == [
+            ("step_started", "probe/sleep", "running"), ("step_finished", "probe/sleep", "failed"),
+            ("step_started", "probe/echo", "running"), ("step_finished", "probe/echo", "skipped"),
+            ("run_finished", None, None),
+        ]
+        assert events[-1]["status"] == "failed"
     finally:
         if cli.poll() is None:
             cli.kill()

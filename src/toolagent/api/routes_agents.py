@@ -28,6 +28,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..agents import AgentRecord, load_record
 from ..errors import DefinitionInvalid, NotFound, PermissionDenied, ToolAgentError, UsageError
 from ..runs import new_run_id, plan_build
+from ..store.owner import Owner, gone
 from ..store.runs import RunRow, StepRow
 from . import schemas
 from .auth import Caller, CallerDep
@@ -318,6 +319,10 @@ async def _stored_events(svc: Services, row: RunRow) -> AsyncIterator[str]:
             quiet_s = 0.0
             yield ": keep-alive\n\n"
         row = await svc.store.runs.get_run(row.id)
+        if row.status == "running" and gone(row.owner_pid, row.owner_host, row.owner_boot, Owner.current()):
+            # Its process ended without finishing it: close it, so the stream can end.
+            await svc.store.runs.close_interrupted(run_id=row.id)
+            row = await svc.store.runs.get_run(row.id)
 
 
 def _step_event(step: StepRow) -> dict[str, Any]:

@@ -123,19 +123,25 @@ class RunStore:
             if steps:
                 await conn.execute(t.run_steps.insert(), [{"run_id": values["id"], **s} for s in steps])
 
-    async def close_interrupted(self, me: Owner | None = None) -> list[str]:
+    async def close_interrupted(self, me: Owner | None = None, *, run_id: str | None = None) -> list[str]:
         """Close as `failed` the running runs whose process is certainly gone (see `owner.gone`):
         a step that was running ends `failed`, steps not started end `skipped`, and the run's
         error says `interrupted: ...`. Runs of live processes and of other hosts are left alone.
+
+        Args:
+            me: The process asking (default: this one).
+            run_id: Only this run.
 
         Returns:
             The ids of the runs closed.
         """
         me = me or Owner.current()
         c = t.runs.c
+        query = sa.select(c.id, c.started_at, c.owner_pid, c.owner_host, c.owner_boot).where(c.status == "running")
+        if run_id is not None:
+            query = query.where(c.id == run_id)
         async with self.db.begin() as conn:
-            rows = (await conn.execute(sa.select(c.id, c.started_at, c.owner_pid, c.owner_host, c.owner_boot)
-                                       .where(c.status == "running"))).all()
+            rows = (await conn.execute(query)).all()
         closed = []
         for row in rows:
             why = gone(row.owner_pid, row.owner_host, row.owner_boot, me)
