@@ -4,6 +4,7 @@ BUILD steps gated by level against risk, `tools call` (timeout, denial, rate lim
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -16,12 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from conftest import REPO_ROOT
-from mcp_harness import probe_config, read_log
+from mcp_harness import free_port, probe_config, read_log
 from toolagent.cli import app
 
 runner = CliRunner()
@@ -238,6 +240,60 @@ def background_build(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str
             proc.kill()
         proc.wait(timeout=30)
         reader.join(timeout=5)
+
+
+def test_lifecycle_log_lines_on_request_with_the_execution_context(env: dict[str, str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # By default the command's own report is all: no lifecycle lines.
+    code, _, stderr = invoke(env, "--user", "basic", "tools", "call", "probe/make-number", "--args", '{"value": 1}')
+    assert code == 1 and "error: denied" in stderr and "toolagent.lifecycle" not in stderr
+    assert "execution_denied" not in stderr
+
+    monkeypatch.setenv("TOOLAGENT_LOG_FORMAT", "json")
+    monkeypatch.setenv("TOOLAGENT_LOG_LEVEL", "info")
+    code, _, stderr = invoke(env, "--user", "basic", "tools", "call", "probe/echo", "--args", '{"text": "hi"}')
+    assert code == 0, stderr
+    [finished] = [json.loads(line) for line in stderr.splitlines()
+                  if line.startswith("{") and json.loads(line).get("event") == "execution_finished"]
+    assert (finished["logger"], finished["level"], finished["tool"], finished["user"], finished["status"]) == (
+        "toolagent.lifecycle", "info", "probe/echo", "basic", "success")
+    assert re.fullmatch(r"exec_\w+", finished["execution_id"]) and finished["execution_id"] in stderr.splitlines()[0]
+    code, _, stderr = invoke(env, "--user", "basic", "tools", "call", "probe/make-number", "--args", '{"value": 1}')
+    [denied] = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]  # one line, not two
+    assert (denied["level"], denied["event"], denied["user"], denied["tool"]) == (
+        "warning", "execution_denied", "basic", "probe/make-number")
+    assert "requires admin" in denied["reason"]
+
+
+def test_serve_logs_denied_executions_with_their_context(env: dict[str, str], tmp_path: Path) -> None:
+    code, key, stderr = invoke(env, "keys", "create", "--user", "basic")
+    assert code == 0, stderr
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        server = subprocess.Popen([str(TOOLAGENT), "--db", env["db"], "--servers", env["servers"], "serve", "--port", str(port),
+                                   "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "TOOLAGENT_LOG_FORMAT": "json"})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.1)
+        response = httpx.post(f"{url}/api/tools/execute", headers={"Authorization": f"Bearer {key.strip()}"},
+                              json={"name": "probe/make-number", "arguments": {"value": 1}}, timeout=30)
+        assert response.status_code == 403, response.text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    [denied] = [json.loads(line) for line in log.read_text().splitlines()
+                if line.startswith("{") and json.loads(line).get("event") == "execution_denied"]
+    assert (denied["level"], denied["logger"], denied["user"], denied["tool"]) == (
+        "warning", "toolagent.lifecycle", "basic", "probe/make-number")
+    assert re.fullmatch(r"exec_\w+", denied["execution_id"]) and "requires admin" in denied["reason"]
 
 
 def sleeping_run(env: dict[str, str], proc: subprocess.Popen[str], lines: list[str]) -> str:

@@ -69,11 +69,13 @@ def _global_options(
     ),
 ) -> None:
     state.db, state.json, state.debug, state.servers, state.user = db, as_json, debug, servers, user
-    from ..engine.logs import configure_logging
+    from ..engine.logs import LOG_LEVEL_ENV, configure_logging
 
-    # TOOLAGENT_LOG_FORMAT=json and TOOLAGENT_LOG_LEVEL turn on structured logs on stderr.
+    # TOOLAGENT_LOG_FORMAT=json and TOOLAGENT_LOG_LEVEL turn on structured logs on stderr. The
+    # commands report denials and failures themselves, so the engine's lifecycle lines would say
+    # it twice: they come when asked for with a level (or --debug), with their execution's context.
     try:
-        configure_logging(level="DEBUG" if debug else None)
+        configure_logging(level="DEBUG" if debug else None, lifecycle=debug or bool(os.environ.get(LOG_LEVEL_ENV)))
     except ToolAgentError as exc:
         fail(exc.message, exc.exit_code)
 

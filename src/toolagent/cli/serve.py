@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from ..engine.logs import configure_logging
 from ..mcp.config import ServersConfig
 from ._app import app, err, run, state
 
@@ -18,6 +19,10 @@ def serve(
     import uvicorn
 
     from ..api.app import create_app
+
+    # A server has no terminal to report to: its denied and failed executions are logged (warning),
+    # whatever the CLI's quieter default.
+    configure_logging(level="DEBUG" if state.debug else None, lifecycle=True)
 
     async def body() -> None:
         config = ServersConfig.load(state.servers)

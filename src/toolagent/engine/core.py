@@ -47,6 +47,7 @@ from .events import Event, EventBus
 from .executions import Execution, ExecutionStore, Owner, new_execution_id, pid_alive, resolve_timeout_ms
 from .history import History, HistoryPage, HistoryQuery, Stats
 from .limits import Clock, Limits, LimitStatus
+from .logs import log_context, log_events
 from .metrics import Metrics, MetricsSnapshot, ToolMetrics, UserMetrics
 from .permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, Decision, ExecutionDenied, can_run, decide, parse_category
 from .principals import ApiKey, Principal, Principals
@@ -129,6 +130,9 @@ class Engine:
         self.config = config or EngineConfig()
         self.clock = clock
         self.events = EventBus()
+        # One log line per lifecycle event, on the `toolagent.lifecycle` logger: denials and failures
+        # at warning (shown by default), the rest at info and debug (`TOOLAGENT_LOG_LEVEL`).
+        log_events(self.events)
         self.registry = Registry(self.config, on_registered=self._registered)
         self.principals = Principals(self.db, self.config)
         self.limits = Limits(self.db, self.config, clock=clock)
@@ -351,7 +355,6 @@ class Engine:
         with anyio.CancelScope(shield=True):
             await self.db.write(self._record_in, denied, self._decision_entry(denied, allowed=False, reason=reason))
             await self._emit("execution_denied", denied, status="denied", reason=reason)
-        logger.info("denied %s to %s: %s", execution.tool, execution.user, reason)
 
     def _record_in(self, conn: sa.Connection, execution: Execution, entry: AuditEntry) -> None:
         self.executions.insert(conn, execution)
@@ -398,6 +401,12 @@ class Engine:
         active = self._active[execution.id] = _Active(execution, scope)
         self._wake.set()
         started = time.perf_counter()
+        with log_context(execution_id=execution.id, tool=execution.tool, user=execution.user, run_id=execution.run_id):
+            return await self._call(execution, arguments, invoke, scope, active, started)
+
+    async def _call(self, execution: Execution, arguments: dict[str, Any], invoke: Invoke, scope: anyio.CancelScope,
+                    active: _Active, started: float) -> Execution:
+        """`_run`'s call and outcome; every line logged meanwhile carries the execution's context."""
         try:
             await self._emit("execution_started", execution)
             result: ToolResult | None = None

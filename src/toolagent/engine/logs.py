@@ -135,6 +135,7 @@ def configure_logging(
     *,
     stream: IO[str] | None = None,
     logger_name: str = "toolagent",
+    lifecycle: bool = True,
 ) -> logging.Handler:
     """Send the `toolagent` loggers to stderr as JSON lines or text, replacing an earlier call's handler.
 
@@ -143,6 +144,8 @@ def configure_logging(
         level: Level name or number; `None` reads `TOOLAGENT_LOG_LEVEL` (default warning).
         stream: Where to write (default: `sys.stderr` at the time of each write).
         logger_name: The logger to configure.
+        lifecycle: Write the engine's lifecycle lines (`toolagent.lifecycle`) at `level`; False
+            keeps only their errors, for a caller that reports denials and failures itself.
 
     Returns:
         The installed handler.
@@ -166,6 +169,7 @@ def configure_logging(
         old.close()
     target.addHandler(handler)
     target.setLevel(resolved)
+    logging.getLogger(LIFECYCLE_LOGGER).setLevel(logging.NOTSET if lifecycle else logging.ERROR)
     return handler
 
 
@@ -198,9 +202,13 @@ EVENT_LEVELS = {
 _FAILED = frozenset({"failed", "timed_out", "error"})
 
 
+#: The logger of the lifecycle lines.
+LIFECYCLE_LOGGER = "toolagent.lifecycle"
+
+
 def event_logger(logger: logging.Logger | None = None) -> Callable[[Event], None]:
     """An `EventBus` subscriber that writes one log line per lifecycle event, with its context."""
-    log = logger or logging.getLogger("toolagent.lifecycle")
+    log = logger or logging.getLogger(LIFECYCLE_LOGGER)
 
     def on_event(event: Event) -> None:
         level = EVENT_LEVELS.get(event.type, logging.INFO)
@@ -235,6 +243,6 @@ def log_events(bus: EventBus, logger: logging.Logger | None = None) -> Callable[
 
 
 __all__ = [
-    "CONTEXT_FIELDS", "DEFAULT_LEVEL", "EVENT_LEVELS", "LOG_FORMAT_ENV", "LOG_LEVEL_ENV", "ContextFilter", "JsonFormatter",
+    "CONTEXT_FIELDS", "DEFAULT_LEVEL", "EVENT_LEVELS", "LIFECYCLE_LOGGER", "LOG_FORMAT_ENV", "LOG_LEVEL_ENV", "ContextFilter", "JsonFormatter",
     "TextFormatter", "configure_logging", "current_context", "event_logger", "log_context", "log_events",
 ]

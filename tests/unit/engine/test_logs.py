@@ -166,3 +166,18 @@ async def test_lifecycle_events_are_logged_with_their_context(stream: io.StringI
     assert finished["message"].startswith("execution_finished shell_exec failed in 42.0 ms")
     assert denied["level"] == "warning" and denied["reason"] == "level execute_basic < admin"
     assert denied["logger"] == "toolagent.lifecycle" and denied["tool"] == "file_write"
+
+
+@pytest.mark.anyio
+async def test_lifecycle_lines_can_be_left_to_the_caller(stream: io.StringIO) -> None:
+    bus = EventBus()
+    unsubscribe = log_events(bus)
+    try:
+        configure_logging(json=True, level="debug", stream=stream, lifecycle=False)
+        await bus.emit(Event("execution_denied", tool="file_write", user="dave", reason="level"))
+        assert lines(stream) == []
+        configure_logging(json=True, level="debug", stream=stream)  # each call decides afresh
+        await bus.emit(Event("execution_denied", tool="file_write", user="dave", reason="level"))
+        assert [line["event"] for line in lines(stream)] == ["execution_denied"]
+    finally:
+        unsubscribe()
