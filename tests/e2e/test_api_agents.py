@@ -3,6 +3,7 @@ isolation over a live server with the probe MCP server."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -390,8 +391,10 @@ def test_unknown_run_and_deliverable_are_404(as_user: dict[str, httpx.Client]) -
     assert_error(ann.get("/api/deliverables/dlv_1_nothing"), 404, "NOT_FOUND", "dlv_1_nothing")
 
 
-def test_events_and_cancel_of_a_run_in_another_process(server: LiveServer, users: dict[str, User]) -> None:
-    """A CLI build against the same store: the API follows its steps from the store and stops it."""
+@contextlib.contextmanager
+def cli_build(server: LiveServer) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`toolagent build demo/sleeper` as bob in another process, on the server's store: the process
+    and its run id (read from its stderr); killed afterwards if still running."""
     work = server.log.parent
     env = {**os.environ, "TOOLAGENT_ENGINE_CONFIG": str(work / "engine.json"), "TOOLAGENT_USER": "bob"}
     env.pop("TOOLAGENT_DATABASE_URL", None)
@@ -401,7 +404,16 @@ def test_events_and_cancel_of_a_run_in_another_process(server: LiveServer, users
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert cli.stderr is not None
-        run_id = next(m.group(0) for line in cli.stderr if (m := re.search(r"run_\d+_[0-9a-f]+", line)))
+        yield cli, next(m.group(0) for line in cli.stderr if (m := re.search(r"run_\d+_[0-9a-f]+", line)))
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait(10)
+
+
+def test_events_and_cancel_of_a_run_in_another_process(server: LiveServer, users: dict[str, User]) -> None:
+    """A CLI build against the same store: the API follows its steps from the store and stops it."""
+    with cli_build(server) as (cli, run_id):
         with server.client(users["bob"]) as bob, server.client(users["bob"]) as follower, \
                 server.client(users["carol"]) as carol:
             sleeping, events = threading.Event(), []
@@ -426,24 +438,11 @@ def test_events_and_cancel_of_a_run_in_another_process(server: LiveServer, users
         ]
         assert events[-1]["status"] == "cancelled" and "cancelled by bob" in events[1]["step"]["error"]
         assert cli.wait(30) == 1  # the CLI reports a cancelled run as not successful
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait(10)
 
 
 def test_events_of_a_run_whose_process_is_killed_end_with_it_interrupted(server: LiveServer, users: dict[str, User]) -> None:
     """The API follows a CLI build from the store; when that process dies, the run is closed and the stream ends."""
-    work = server.log.parent
-    env = {**os.environ, "TOOLAGENT_ENGINE_CONFIG": str(work / "engine.json"), "TOOLAGENT_USER": "bob"}
-    env.pop("TOOLAGENT_DATABASE_URL", None)
-    exe = Path(sys.executable).parent / "toolagent"
-    cli = subprocess.Popen([str(exe), "--db", server.db, "--servers", str(work / "mcp.json"),
-                            "build", "demo/sleeper", "-p", json.dumps({"seconds": 60})],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert cli.stderr is not None
-        run_id = next(m.group(0) for line in cli.stderr if (m := re.search(r"run_\d+_[0-9a-f]+", line)))
+    with cli_build(server) as (cli, run_id):
         with server.client(users["bob"]) as bob:
             sleeping, events = threading.Event(), []
 
@@ -467,7 +466,3 @@ def test_events_of_a_run_whose_process_is_killed_end_with_it_interrupted(server:
             ("run_finished", None, None),
         ]
         assert events[-1]["status"] == "failed"
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait(10)
