@@ -134,6 +134,7 @@ class Database:
         On SQLite it runs inline on the loop's thread (WAL readers do not wait for writers), which
         spares the async pool's checkout and a round trip through the loop per statement; if the
         database is busy at once (recovering its WAL, say) it goes the async way, as on PostgreSQL.
+        Inline, each statement reads the latest commit on its own: use it for single-statement reads.
 
         Raises:
             StoreError: The database failed.
