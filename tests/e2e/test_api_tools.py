@@ -162,7 +162,10 @@ def test_permission_matrix(as_user: dict[str, httpx.Client], user: str, tool: st
     if allowed:
         assert response.status_code == 200, response.text
     else:
-        assert_error(response, 403, "FORBIDDEN", *needles)
+        body = assert_error(response, 403, "FORBIDDEN", *needles)
+        # The refusal is recorded, and the answer names the record.
+        denied = as_user[user].get(f"/api/tools/executions/{body['error']['details']['executionId']}").json()
+        assert (denied["execution"]["status"], denied["execution"]["toolName"]) == ("failed", tool)
     assert "X-RateLimit-Remaining" in response.headers
 
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from ..engine import Execution, HistoryQuery, LimitStatus
 from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from ..engine.events import Event
+from ..engine.permissions import ExecutionDenied
 from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, MIN_LIMIT
 from ..errors import (
     BudgetExceeded, CallCancelled, NotFound, RateLimited, StoreError, ToolAgentError, ToolFailed, UnknownTool,
@@ -341,7 +342,7 @@ class ErrorInfo(BaseModel):
 
     code: str = Field(description="BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND, TOO_MANY_REQUESTS, INTERNAL_SERVER_ERROR.")
     message: str = Field(description="What to change.")
-    details: Any = Field(default=None, description="Invalid fields, or the execution a failure belongs to.")
+    details: Any = Field(default=None, description="Invalid fields, or the execution a failure or refusal belongs to.")
 
 
 class ErrorOutput(BaseModel):
@@ -498,8 +499,11 @@ async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, rep
             execution_id = await _start_in_background(svc, run)
         else:
             execution = await run()
-    except Exception:
+    except Exception as exc:
         reply.headers.update(await _limit_headers(svc, caller, spec.name))
+        if isinstance(exc, ExecutionDenied) and exc.execution_id:
+            # The refusal is recorded: name the record, as a failure does.
+            reply.details = {"executionId": exc.execution_id, "status": "denied"}
         raise
     if inp.async_:
         reply.headers.update(await _limit_headers(svc, caller, spec.name))
