@@ -76,6 +76,7 @@ def test_every_route_needs_a_valid_key(server: LiveServer, users: dict[str, User
             for headers in ({}, {"Authorization": "Bearer ta_wrong"}, {"Authorization": "Basic abc"}, {"X-API-Key": "nope"}):
                 response = anonymous.request(method, path, json=body, headers=headers)
                 assert_error(response, 401, "UNAUTHORIZED")
+                assert response.headers["WWW-Authenticate"] == 'Bearer realm="toolagent"'
 
 
 def test_x_api_key_header_and_revoked_key(server: LiveServer, users: dict[str, User]) -> None:

@@ -58,8 +58,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ToolAgentError)
     async def _toolagent(_: Request, exc: ToolAgentError) -> JSONResponse:
         code = error_code(exc)
+        headers = rate_headers(exc)
+        if code == "UNAUTHORIZED":
+            # RFC 9110: a 401 says how to authenticate.
+            headers["WWW-Authenticate"] = 'Bearer realm="toolagent"'
         return JSONResponse(error_body(code, exc.message), status_code=STATUS_BY_CODE.get(code, 500),
-                            headers=rate_headers(exc))
+                            headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
