@@ -411,20 +411,26 @@ def cli_build(server: LiveServer) -> Iterator[tuple[subprocess.Popen[str], str]]
             cli.wait(10)
 
 
+def follow_until_sleeping(client: httpx.Client, run_id: str) -> tuple[threading.Thread, list[dict[str, Any]]]:
+    """Read the run's events on a thread (into the returned list) until its sleep step is seen running."""
+    sleeping, events = threading.Event(), []
+
+    def follow() -> None:
+        events.extend(read_events(client, run_id, timeout_s=90, on_event=lambda e: e["type"] == "step_started"
+                                  and e["step"]["tool"] == "probe/sleep" and sleeping.set()))
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    assert sleeping.wait(30), "the CLI run's sleep step was not seen"
+    return thread, events
+
+
 def test_events_and_cancel_of_a_run_in_another_process(server: LiveServer, users: dict[str, User]) -> None:
     """A CLI build against the same store: the API follows its steps from the store and stops it."""
     with cli_build(server) as (cli, run_id):
         with server.client(users["bob"]) as bob, server.client(users["bob"]) as follower, \
                 server.client(users["carol"]) as carol:
-            sleeping, events = threading.Event(), []
-
-            def follow() -> None:
-                events.extend(read_events(follower, run_id, timeout_s=90, on_event=lambda e: e["type"] == "step_started"
-                                          and e["step"]["tool"] == "probe/sleep" and sleeping.set()))
-
-            thread = threading.Thread(target=follow, daemon=True)
-            thread.start()
-            assert sleeping.wait(30), "the CLI run's sleep step was not seen"
+            thread, events = follow_until_sleeping(follower, run_id)
             assert_error(carol.post(f"/api/runs/{run_id}/cancel"), 404, "NOT_FOUND")
             response = bob.post(f"/api/runs/{run_id}/cancel")
             assert response.status_code == 200, response.text
@@ -444,15 +450,7 @@ def test_events_of_a_run_whose_process_is_killed_end_with_it_interrupted(server:
     """The API follows a CLI build from the store; when that process dies, the run is closed and the stream ends."""
     with cli_build(server) as (cli, run_id):
         with server.client(users["bob"]) as bob:
-            sleeping, events = threading.Event(), []
-
-            def follow() -> None:
-                events.extend(read_events(bob, run_id, timeout_s=90, on_event=lambda e: e["type"] == "step_started"
-                                          and e["step"]["tool"] == "probe/sleep" and sleeping.set()))
-
-            thread = threading.Thread(target=follow, daemon=True)
-            thread.start()
-            assert sleeping.wait(30), "the CLI run's sleep step was not seen"
+            thread, events = follow_until_sleeping(bob, run_id)
             cli.kill()
             cli.wait(10)
             thread.join(30)

@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -33,6 +33,9 @@ from ..store.db import Database, as_utc
 from ..store.owner import Owner, boot_id, gone, pid_alive
 from ..tools.spec import ToolResult
 from .config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+
+if TYPE_CHECKING:
+    from .limits import LimitStatus
 
 #: Execution states (PRD FR-010); all but `running` are final.
 STATUSES: Final = ("running", "success", "failed", "cancelled")
@@ -141,7 +144,7 @@ class Execution:
     """Who asked to cancel it, while the cancellation is on its way."""
     owner: Owner | None = field(default=None, compare=False)
     """The process that ran it."""
-    limits: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    limits: tuple[LimitStatus, ...] = field(default=(), compare=False, repr=False)
     """Where the caller's rate limits and budget stood once this call was counted
     (`LimitStatus`es, this process only: not stored)."""
 
@@ -283,9 +286,13 @@ class ExecutionStore:
         """`finish` inside the caller's transaction."""
         values = {k: v for k, v in row_values(execution).items() if k in (
             "status", "ended_at", "duration_ms", "result", "error", "reason")}
-        result = conn.execute(self._finish_row, {"k_id": execution.id, **values})
+        return self._end_in(conn, execution.id, values, _Ended.of(execution))
+
+    def _end_in(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended) -> bool:
+        """Set a final state if the row is still running, and count it in the totals; False otherwise."""
+        result = conn.execute(self._finish_row, {"k_id": execution_id, **values})
         if result.rowcount:
-            self._add_totals(conn, [_Ended.of(execution)])
+            self._add_totals(conn, [ended])
         return bool(result.rowcount)
 
     async def finish(self, execution: Execution) -> bool:
@@ -382,15 +389,9 @@ class ExecutionStore:
             values = {"status": "failed", "ended_at": now, "reason": INTERRUPTED, "error": f"{INTERRUPTED}: {why}",
                       "duration_ms": duration_ms}
             ended = _Ended(row.tool, row.user_name, "failed", "", row.category, duration_ms, started)
-            if await self.db.write(self._close_one, row.id, values, ended):
+            if await self.db.write(self._end_in, row.id, values, ended):
                 closed.append(row.id)
         return closed
-
-    def _close_one(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended) -> bool:
-        result = conn.execute(_T.update().where((_T.c.id == execution_id) & (_T.c.status == "running")).values(**values))
-        if result.rowcount:
-            self._add_totals(conn, [ended])
-        return bool(result.rowcount)
 
     async def prune(self, before: datetime) -> int:
         """Delete finished records that ended before `before` (and take them out of the totals);

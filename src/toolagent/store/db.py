@@ -11,7 +11,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import sqlalchemy as sa
@@ -123,10 +123,10 @@ class Database:
         """
         if self.is_sqlite:
             try:
-                return self._transaction(self._sync(inline=True), fn, args)
+                return self._transaction(self._sync("inline"), fn, args)
             except _Busy:
                 pass  # another connection holds the write lock: wait for it off the loop
-        return await anyio.to_thread.run_sync(self._transaction, self._sync(), fn, args, limiter=self._writers)
+        return await anyio.to_thread.run_sync(self._transaction, self._sync("thread"), fn, args, limiter=self._writers)
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(conn, *args)` with a synchronous connection, for a hot read (an API key per request).
@@ -140,9 +140,8 @@ class Database:
             StoreError: The database failed.
         """
         if self.is_sqlite:
-            self._sync()
             try:
-                return self._transaction(self._reader, fn, args)
+                return self._transaction(self._sync("reader"), fn, args)
             except _Busy:
                 pass
         async with self.begin() as conn:
@@ -161,8 +160,9 @@ class Database:
         except OSError as exc:
             raise StoreError(f"store unreachable ({self.dialect}): {exc}") from exc
 
-    def _sync(self, *, inline: bool = False) -> sa.Engine:
-        """The synchronous engines: the writer thread's, and on SQLite the inline one that never waits for a lock."""
+    def _sync(self, kind: Literal["thread", "inline", "reader"]) -> sa.Engine:
+        """A synchronous engine, made on first use: the writer threads' (`thread`), and on SQLite
+        the inline writer's and reader's, which never wait for a lock."""
         with self._sync_engine_lock:
             if self._sync_engine is None:
                 if self.is_sqlite:
@@ -172,10 +172,9 @@ class Database:
                 else:
                     self._sync_engine = sa.create_engine(self.url, pool_size=2, max_overflow=_PG_WRITERS - 2,
                                                          pool_pre_ping=True)
-            if inline:
-                assert self._inline_engine is not None
-                return self._inline_engine
-            return self._sync_engine
+        engine = {"thread": self._sync_engine, "inline": self._inline_engine, "reader": self._reader}[kind]
+        assert engine is not None, f"no {kind} engine for {self.dialect}"
+        return engine
 
     @property
     def dialect(self) -> str:
