@@ -75,8 +75,13 @@ async def engine_and_pool(store: Store, servers: ServersConfig) -> AsyncIterator
     """
     async with Engine(store, config=EngineConfig.load()) as engine:
         principal = await engine.principals.resolve_cli_user(state.user)
-        async with ServerPool(servers) as pool:
+        async with ServerPool(servers, on_starting=_starting) as pool:
             yield engine, pool, principal
+
+
+def _starting(name: str, limit_s: float) -> None:
+    # Printed only when a start takes over a second, so a slow or hung server is not silence.
+    err.print(f"starting MCP server '{name}' (waiting up to {limit_s:g} s) ...", markup=False)
 
 
 async def register_tools(engine: Engine, pool: ServerPool, namespaces: Iterable[str] | None = None) -> dict[str, str]:
