@@ -232,3 +232,48 @@ def _text(plan: BuildPlan, data: dict[str, Any], md: dict[str, Any]) -> str:
             where = a.get("uri") if a["type"] in ("resource", "resource_link") else None
             out.append(f"  [{a['type']}{' ' + where if where else ''}: {_describe_attachment(a)}]")
     return "\n".join(out) + "\n"
+
+
+def interrupted_deliverable(
+    run: Any, steps: Sequence[Any], *, error: str, ended_at: datetime, duration_ms: float | None,
+) -> dict[str, Any]:
+    """The deliverable of a run whose process died: what its steps had done, and why it stopped.
+
+    Built from the stored rows when the run is closed as interrupted (the agent's own format is
+    not stored with the run, so it is JSON). Finished steps keep their results and attachments.
+
+    Args:
+        run: the run row (`id`, `organization_slug`, `agent_slug`, `agent_version`, `execution_mode`,
+            `stop_on_error`, `started_at`).
+        steps: its step rows, already closed (`failed` / `skipped`).
+        error: why it stopped (`interrupted: ...`).
+        ended_at: when it was closed.
+        duration_ms: from start to close.
+    """
+    results = []
+    for s in steps:
+        result = s.result or {}
+        results.append({
+            "tool": s.tool, "status": s.status, "params": s.params, "paramSources": s.param_sources,
+            "structuredContent": result.get("structuredContent"), "text": result.get("text"), "error": s.error,
+            "durationMs": s.duration_ms,
+            "attachments": attachments(result.get("content") or [], run_id=run.id, position=s.position),
+        })
+    agent_ref = f"{run.organization_slug}/{run.agent_slug}" if run.organization_slug else run.agent_slug
+    metadata = {
+        "toolsExecuted": sum(1 for s in steps if s.status in ("success", "failed") and s.result is not None),
+        "successfulTools": sum(1 for s in steps if s.status == "success"),
+        "failedTools": sum(1 for s in steps if s.status in ("failed", "denied")),
+        "executionMode": run.execution_mode, "stopOnError": run.stop_on_error,
+        "toolsUsed": [s.tool for s in steps if s.result is not None],
+        "runId": run.id, "status": "failed", "interrupted": True,
+        "agent": {"organization": run.organization_slug, "slug": run.agent_slug, "version": run.agent_version},
+        "startedAt": run.started_at.isoformat() if run.started_at else None, "endedAt": ended_at.isoformat(),
+        "durationMs": round(duration_ms, 3) if duration_ms is not None else None,
+    }
+    data = {"agent": agent_ref, "runId": run.id, "status": "failed", "error": error, "results": results}
+    return {
+        "id": f"dlv_{int(time.time() * 1000)}_{secrets.token_hex(4)}", "format": "json", "type": "interrupted-run",
+        "content": json.dumps({"metadata": metadata, **data}, indent=2, default=str), "data": data,
+        "metadata": metadata, "created_at": ended_at,
+    }
