@@ -33,6 +33,9 @@ _MIGRATION_LOCK_KEY = 7_301_245_119
 _PG_WRITERS = 10
 
 T = TypeVar("T")
+#: A synchronous connection inside a store transaction: what `Database.write` and `Database.read`
+#: hand to their function, and what the repositories' `..._in` verbs take.
+Connection = sa.Connection
 
 
 def default_url() -> str:
