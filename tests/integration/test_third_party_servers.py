@@ -31,7 +31,7 @@ from toolagent.runs import BuildRunner, RunOutcome, plan_build
 from toolagent.runs.deliverable import attachments
 from toolagent.store import open_store
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180), pytest.mark.usefixtures("node_bin")]
 
 PEERS_BIN = REPO_ROOT / ".venv-peers" / "bin"
 CHROMIUM = Path("/usr/bin/chromium")
