@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal, get_args
@@ -24,6 +23,7 @@ from .. import __version__
 from ..engine.prometheus import CONTENT_TYPE, DEFAULT_BUCKETS_S, Histogram, PromHttpFigures, render
 from ..errors import ConfigError, PermissionDenied
 from ..mcp.config import ServersConfig
+from ..settings import Settings
 from . import errors
 from .auth import current_caller
 from .services import Services, open_services
@@ -50,7 +50,7 @@ def metrics_auth_from_env() -> MetricsAuth:
     Raises:
         ConfigError: any other value.
     """
-    value = (os.environ.get(METRICS_AUTH_ENV) or DEFAULT_METRICS_AUTH).strip().lower()
+    value = (Settings.from_env().metrics_auth or DEFAULT_METRICS_AUTH).strip().lower()
     if value not in get_args(MetricsAuth):
         raise ConfigError(f"{METRICS_AUTH_ENV}={value!r}: expected one of {', '.join(get_args(MetricsAuth))}")
     return value  # type: ignore[return-value]
