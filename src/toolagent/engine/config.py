@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError
+from ..settings import Settings
 from ..store.executions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from .permissions import Category, Level, Plan, Risk
 
@@ -150,7 +150,7 @@ class EngineConfig(_Model):
         Raises:
             ConfigError: the file cannot be read or is invalid (the message names the field).
         """
-        where = str(path) if path is not None else os.environ.get(ENGINE_CONFIG_ENV) or None
+        where = str(path) if path is not None else Settings.from_env().engine_config
         if not where:
             return cls()
         try:
