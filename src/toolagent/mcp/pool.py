@@ -227,7 +227,8 @@ class ServerPool:
                 log.debug("server %s transport error: %s", server.name, message)
 
         try:
-            async with connect(server.params, errlog=server.errlog, message_handler=on_message, trace=server.trace) as session:
+            extra = {"trace": server.trace} if server.trace is not None else {}
+            async with connect(server.params, errlog=server.errlog, message_handler=on_message, **extra) as session:
                 server.session = session
                 server.generation += 1
                 started = True
