@@ -25,6 +25,8 @@ from ..mcp.config import ServersConfig
 from ..settings import Settings
 from . import errors
 from .auth import current_caller
+from .body_limit import BodyLimit, max_body_bytes_from_env
+from .edge import EdgeCheck
 from .services import Services, open_services
 
 #: What the API says about itself in /openapi.json.
@@ -56,7 +58,7 @@ def metrics_auth_from_env() -> MetricsAuth:
 
 
 def create_app(*, db: str | None = None, servers: ServersConfig | None = None, engine_factory: Any = None,
-               metrics_auth: MetricsAuth | None = None) -> FastAPI:
+               metrics_auth: MetricsAuth | None = None, max_body_bytes: int | None = None) -> FastAPI:
     """Build the app; the store and MCP servers open when it starts.
 
     Args:
@@ -65,9 +67,12 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None, e
         engine_factory: `callable(store) -> engine`; default: the execution engine with its config.
         metrics_auth: who may read /metrics: `none` (anyone), `key` (any valid API key), `admin`
             (an admin's key); default `TOOLAGENT_METRICS_AUTH`, else `none`.
+        max_body_bytes: largest request body accepted (413 above it); default
+            `TOOLAGENT_MAX_BODY_BYTES`, else 1 MiB.
 
     Raises:
-        ConfigError: an unknown `metrics_auth` (or `TOOLAGENT_METRICS_AUTH`).
+        ConfigError: an unknown `metrics_auth` (or `TOOLAGENT_METRICS_AUTH`), a bad
+            `TOOLAGENT_MAX_BODY_BYTES`.
     """
     config = servers if servers is not None else ServersConfig.load()
     if metrics_auth is None:
@@ -87,6 +92,9 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None, e
     app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     routes: list[BaseRoute] = []
     errors.install(app)
+    # Outermost last: the size cap applies before the edge checks read the body.
+    app.add_middleware(EdgeCheck)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env())
     app.state.http_metrics = HttpMetrics()
 
     @app.middleware("http")
