@@ -15,9 +15,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..engine import Engine, EngineConfig, Execution, HistoryQuery
+from ..engine import EngineConfig, Execution, HistoryQuery
 from ..engine.permissions import LEVELS, PLANS
 from ..errors import UsageError
+from ..runtime import Runtime
 from ..store import open_store
 from ._app import app, emit_json, err, out, run, state
 
@@ -33,8 +34,8 @@ _PLANS_HELP = ", ".join(PLANS)
 
 
 @contextlib.asynccontextmanager
-async def _engine() -> AsyncIterator[Engine]:
-    async with open_store(state.db) as store, Engine(store, config=EngineConfig.load()) as engine:
+async def _engine() -> AsyncIterator[Runtime]:
+    async with open_store(state.db) as store, Runtime(store, config=EngineConfig.load()) as engine:
         yield engine
 
 

@@ -83,8 +83,16 @@ class ServerPool:
     task inside it.
     """
 
-    def __init__(self, config: ServersConfig, *, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+    def __init__(self, config: ServersConfig, *, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+                 connector: Callable[..., Any] | None = None) -> None:
+        """Args:
+            config: The servers.
+            connect_timeout_s: How long opening a connection may take.
+            connector: Opens a session for a server's params (default `connect`); tests pass an
+                in-process one (`toolagent.testing.in_memory_connector`).
+        """
         self.config = config
+        self.connector = connector
         self.connect_timeout_s = connect_timeout_s
         self._servers: dict[str, _Server] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -170,7 +178,8 @@ class ServerPool:
                 log.debug("server %s transport error: %s", server.name, message)
 
         try:
-            async with connect(server.params, errlog=server.errlog, message_handler=on_message) as session:
+            opener = self.connector or connect
+            async with opener(server.params, errlog=server.errlog, message_handler=on_message) as session:
                 server.session = session
                 server.generation += 1
                 started = True

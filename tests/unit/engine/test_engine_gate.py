@@ -250,23 +250,19 @@ def _plan(mode: str) -> Any:
 @pytest.mark.parametrize("level", LEVELS)
 async def test_build_step_matrix(tmp_path: Path, in_memory_pool: tuple[ServersConfig, list[str]], level: str,
                                  mode: str) -> None:
-    from toolagent.engine import Engine
     from toolagent.mcp.pool import ServerPool
-    from toolagent.runs import BuildRunner
-    from toolagent.runs.executor import engine_executor
+    from toolagent.runtime import Runtime
     from toolagent.store import open_store
+    from toolagent.tools.base import CallContext
 
     config, calls = in_memory_pool
-    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, Engine(store) as engine, \
-            ServerPool(config) as pool:
-        me = await engine.principals.add_user("bob", level=level, plan="enterprise")
-        specs, errors = await pool.all_tools()
-        assert not errors
-        engine.registry.update(specs)
-        runner = BuildRunner(pool, store, executor=engine_executor(engine, pool, me))
+    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, ServerPool(config) as pool, \
+            Runtime(store, pool=pool) as runtime:
+        me = await runtime.principals.add_user("bob", level=level, plan="enterprise")
+        assert not await runtime.catalogue.refresh()
         with anyio.fail_after(10):
-            outcome = await runner.run(_plan(mode), user=me.name)
-        page = await engine.history(me, run_id=outcome.run_id)
+            outcome = await runtime.runner(CallContext(me)).run(_plan(mode))
+        page = await runtime.history(me, run_id=outcome.run_id)
 
     allowed = {f"gate/{t}": ALLOWED[(level, risk)] for t, risk in STEP_RISKS.items()}
     assert {s.tool: s.status for s in outcome.steps} == {t: "success" if ok else "denied" for t, ok in allowed.items()}
