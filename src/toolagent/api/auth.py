@@ -7,16 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from ..errors import ToolAgentError
+from ..errors import ToolAgentError, Unauthenticated
 from ..runs import BuildRunner
 from ..tools.base import CallContext
 from .services import Services
-
-
-class Unauthorized(ToolAgentError):
-    """A valid API key is required: send `Authorization: Bearer <key>` or `X-API-Key: <key>`."""
-
-    code = "UNAUTHORIZED"
 
 
 @dataclass(frozen=True)
@@ -84,12 +78,12 @@ async def current_caller(request: Request) -> Caller:
     svc: Services = request.app.state.services
     raw = _raw_key(request)
     if raw is None:
-        raise Unauthorized()
+        raise Unauthenticated()
     try:
         principal, api_key = await svc.runtime.principals.authenticate_key(raw)
     except ToolAgentError as exc:
         if getattr(exc, "code", "") in ("UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND"):
-            raise Unauthorized(f"invalid API key: {exc.message}") from exc
+            raise Unauthenticated(f"invalid API key: {exc.message}") from exc
         raise
     request.state.caller = Caller(principal, api_key)
     return request.state.caller  # type: ignore[no-any-return]

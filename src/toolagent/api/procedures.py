@@ -31,9 +31,9 @@ from ..errors import (
     ArgumentsInvalid, BudgetExceeded, CallCancelled, NotFound, RateLimited, StoreError, ToolAgentError, ToolFailed,
     UnknownTool, UsageError,
 )
-from ..status import CallStatus
 from ..tools.base import CallContext, CallOutcome
 from ..tools.spec import split_name
+from ..status import CallStatus, ExecutionStatus, StepStatus
 from .auth import Caller
 from .services import Services
 
@@ -459,7 +459,7 @@ async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, rep
             reply.headers.update(await _limit_headers(svc, caller, entry.name))
             reply.status = 202
             execution_id = admitted[0].id
-            return {"success": True, "executionId": execution_id, "status": "running", "toolName": entry.name,
+            return {"success": True, "executionId": execution_id, "status": ExecutionStatus.RUNNING, "toolName": entry.name,
                     "timestamp": _now(),
                     "links": {"status": f"/api/tools/executions/{execution_id}",
                               "cancel": f"/api/tools/executions/{execution_id}/cancel"}}
@@ -477,7 +477,7 @@ async def _answer(svc: Services, caller: Caller, outcome: CallOutcome, reply: Re
         reply.headers.update(await _limit_headers(svc, caller, outcome.tool))
         if isinstance(exc, ExecutionDenied) and exc.execution_id:
             # The refusal is recorded: name the record, as a failure does.
-            reply.details = {"executionId": exc.execution_id, "status": "denied"}
+            reply.details = {"executionId": exc.execution_id, "status": StepStatus.DENIED}
         raise exc or ToolAgentError(outcome.error)
     execution = outcome.record
     assert execution is not None
@@ -540,13 +540,13 @@ async def cancel_tool_execution(svc: Services, caller: Caller, inp: ExecutionIdI
         NotFound: no such execution, or someone else's. UsageError: it is not running.
     """
     execution = await svc.runtime.cancel(inp.executionId, caller.principal)
-    if execution.status == "cancelled":
+    if execution.status == ExecutionStatus.CANCELLED:
         message = "Tool execution cancelled"
-    elif execution.status == "running":
+    elif execution.status == ExecutionStatus.RUNNING:
         message = "cancellation requested; the execution has not stopped yet"
     else:
         message = f"the execution ended {execution.status} before the cancellation reached it"
-    return {"success": execution.status in ("cancelled", "running"), "executionId": execution.id,
+    return {"success": execution.status in (ExecutionStatus.CANCELLED, ExecutionStatus.RUNNING), "executionId": execution.id,
             "status": execution.status, "message": message, "timestamp": _now(), "execution": execution.to_json()}
 
 

@@ -24,6 +24,7 @@ from ..store import open_store
 from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, run, state
 from ..runtime import Runtime
 from ..tools.base import CallContext
+from ..status import RunStatus, StepStatus
 from .tools import cli_runtime, namespaces_of
 
 runs_app = typer.Typer(help="Inspect and cancel BUILD runs.", no_args_is_help=True)
@@ -33,8 +34,8 @@ app.add_typer(deliverables_app, name="deliverables")
 
 #: How often `runs cancel` looks at the run while it waits for it to stop.
 CANCEL_POLL_S = 0.15
-_MARKS = {"success": "[green]✓[/]", "failed": "[red]✗[/]", "denied": "[red]⊘[/]", "skipped": "[yellow]-[/]",
-          "cancelled": "[yellow]⊗[/]"}
+_MARKS = {StepStatus.SUCCESS: "[green]✓[/]", StepStatus.FAILED: "[red]✗[/]", StepStatus.DENIED: "[red]⊘[/]",
+          StepStatus.SKIPPED: "[yellow]-[/]", StepStatus.CANCELLED: "[yellow]⊗[/]"}
 
 
 def _progress(event: RunEvent) -> None:
@@ -211,7 +212,7 @@ def runs_cancel(
                 raise missing from None
             if not me.is_admin and row.user_id != me.name:
                 raise missing
-            if row.status != "running":
+            if row.status != RunStatus.RUNNING:
                 raise UsageError(f"run '{run_id}' is not running (it ended {row.status}); only running runs can be cancelled")
             asked: set[str] = set()
             with anyio.move_on_after(wait_s):
@@ -220,11 +221,11 @@ def runs_cancel(
                     # run that had not reached its first call yet is marked once it does.
                     asked.update(await engine.cancel_run(run_id, me, wait_s=0))
                     row = await store.runs.get_run(run_id)
-                    if row.status != "running":
+                    if row.status != RunStatus.RUNNING:
                         break
                     await anyio.sleep(CANCEL_POLL_S)
             row = await store.runs.get_run(run_id)
-        stopped = row.status != "running"
+        stopped = row.status != RunStatus.RUNNING
         if state.json:
             emit_json({"runId": run_id, "status": row.status, "stopped": stopped, "cancelledExecutions": sorted(asked)})
         elif stopped:

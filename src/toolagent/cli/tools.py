@@ -27,10 +27,10 @@ from ..errors import ArgumentsInvalid, BudgetExceeded, RateLimited, UsageError
 from ..mcp.config import ServersConfig
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
-from ..status import CallStatus
 from ..store import Store
 from ..tools.base import CallContext
 from ..tools.spec import ToolResult
+from ..status import CallStatus, ExecutionStatus
 from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
 
 tools_app = typer.Typer(
@@ -252,7 +252,7 @@ def _print_result(result: ToolResult) -> None:
 
 
 def _failure_message(execution: Execution) -> str:
-    if execution.status == "cancelled":
+    if execution.status == ExecutionStatus.CANCELLED:
         reason = execution.reason or "cancelled"
         return f"cancelled: {reason}" if not reason.startswith("cancelled") else reason
     return f"tool '{execution.tool}' failed: {execution.error or 'the tool reported an error'}"
@@ -294,7 +294,7 @@ def tools_call(
 
             def announce(started: Execution) -> None:
                 if state.json:
-                    err.print(json.dumps({"executionId": started.id, "status": "running", "tool": started.tool,
+                    err.print(json.dumps({"executionId": started.id, "status": ExecutionStatus.RUNNING, "tool": started.tool,
                                           "timeoutMs": started.timeout_ms}), markup=False)
                 else:
                     err.print(f"[dim]execution {started.id} started (timeout {started.timeout_ms} ms);"
@@ -316,7 +316,7 @@ def tools_call(
                 problem = f"denied: {outcome.error}"
         if state.json and execution is not None:
             emit_json(execution.to_json())
-        if problem is None and execution is not None and execution.status != "success":
+        if problem is None and execution is not None and execution.status != ExecutionStatus.SUCCESS:
             if not state.json and execution.result is not None and execution.result.structured is not None:
                 _print_result(execution.result)
             problem = f"{_failure_message(execution)}\nexecution {execution.id} (toolagent executions show {execution.id})"

@@ -21,7 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..errors import NotFound, StoreError, ToolAgentError, UsageError
+from ..errors import NotFound, StoreError, Unauthenticated, UsageError
 from ..store import engine_tables as et
 from ..store.db import Database, as_utc, utcnow
 from .config import EngineConfig
@@ -35,12 +35,6 @@ SHOWN_PREFIX_CHARS = 10
 FALLBACK_LOCAL_USER = "local"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$")
-
-
-class Unauthenticated(ToolAgentError):
-    """The API key is unknown or revoked."""
-
-    code = "UNAUTHORIZED"
 
 
 @dataclass(frozen=True)
