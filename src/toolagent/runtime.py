@@ -245,6 +245,7 @@ async def open_runtime(
     config: EngineConfig | None = None,
     store: Store | None = None,
     on_store: Callable[[Store], Any] | None = None,
+    on_starting: Callable[[str, float], None] | None = None,
     **options: Any,
 ) -> AsyncIterator[Runtime]:
     """Open the store (unless given), start the runtime, then enter the server pool.
@@ -255,6 +256,7 @@ async def open_runtime(
         config: The engine config (default: `EngineConfig.load()`).
         store: An open store to use instead of opening `db`.
         on_store: Awaited with the store before anything else (e.g. seeding).
+        on_starting: Told when an MCP server takes long to start (name, limit in seconds).
         **options: Passed on to `Runtime` (`clock`, `audit`, `owner`, `flow_cap`).
 
     Raises:
@@ -273,7 +275,7 @@ async def open_runtime(
             result = on_store(store)
             if result is not None and hasattr(result, "__await__"):
                 await result
-        pool = ServerPool(servers_config)
+        pool = ServerPool(servers_config, on_starting=on_starting)
         runtime = await stack.enter_async_context(Runtime(store, config=engine_config, pool=pool, **options))
         await stack.enter_async_context(pool)
         yield runtime

@@ -47,7 +47,7 @@ async def run_build(
     return outcome, (run_row, steps, deliverable)
 
 
-async def test_sequential_chaining_by_reference_and_implicitly(tmp_path: Path) -> None:
+async def test_sequential_chaining_by_reference_and_implicitly(tmp_path: Path, node_bin: Path) -> None:
     config = servers(probe=probe_config(), everything=node_config("mcp-server-everything", "stdio"))
     outcome, (run_row, steps, deliverable) = await run_build(tmp_path, config, {
         "tools": ["probe/make-number", "probe/double", "probe/echo", "everything/echo"],
@@ -176,7 +176,7 @@ async def test_streamable_http_server(tmp_path: Path) -> None:
     assert steps[1].result["structuredContent"]["value"] == 8
 
 
-async def test_filesystem_server_reads_a_file(tmp_path: Path) -> None:
+async def test_filesystem_server_reads_a_file(tmp_path: Path, node_bin: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
     (root / "note.txt").write_text("hello from disk")

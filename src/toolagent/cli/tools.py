@@ -45,6 +45,13 @@ app.add_typer(tools_app, name="tools")
 #: What the terminal shows of a value (the store keeps everything).
 TERMINAL_CAP = FlowCap(max_items=20, max_chars=4000)
 
+_CATEGORY_SOURCES = {
+    "operator": "set by the operator (\"category\" in mcp.json, or the engine config)",
+    "server": "from the server's name",
+    "tool": "from the tool's name or title",
+    "annotations": "from the server's annotations (openWorldHint)",
+    "default": "default: set \"category\" in mcp.json to change it",
+}
 _RISK_SOURCES = {
     "operator": "set by the operator (\"risk\" in mcp.json, or the engine config)",
     "table": "from the built-in risk table",
@@ -67,8 +74,14 @@ async def cli_runtime(servers: ServersConfig, *, store: Store | None = None) -> 
         ConfigError: the engine config is invalid.
         NotFound: `--user` names no user.
     """
-    async with open_runtime(state.db, servers, store=store, flow_cap=FlowCap.from_env()) as runtime:
+    async with open_runtime(state.db, servers, store=store, flow_cap=FlowCap.from_env(),
+                            on_starting=_starting) as runtime:
         yield runtime, await runtime.principal(state.user)
+
+
+def _starting(name: str, limit_s: float) -> None:
+    # Printed only when a start takes over a second, so a slow or hung server is not silence.
+    err.print(f"starting MCP server '{name}' (waiting up to {limit_s:g} s) ...", markup=False)
 
 
 def namespaces_of(tools: Iterable[str]) -> list[str]:
@@ -195,7 +208,7 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
                 out.print(f"  {line}", markup=False)
         status = ("enabled" if e.enabled else "disabled") + (", deprecated" if e.deprecated else "")
         rows = [
-            ("category", e.category),
+            ("category", f"{e.category} — {_CATEGORY_SOURCES.get(e.category_source, e.category_source)}"),
             ("risk", f"{e.risk} — {_RISK_SOURCES.get(e.risk_source, e.risk_source)}"),
             ("you may run", f"{_may_run(e, me)} ({me.name}, {me.level})"),
             ("tags", ", ".join(e.tags) or "-"),

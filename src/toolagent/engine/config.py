@@ -32,13 +32,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError
+from ..store.executions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from .permissions import Category, Level, Plan, Risk
 
 #: Environment variable naming the engine config file (YAML or JSON).
 ENGINE_CONFIG_ENV = "TOOLAGENT_ENGINE_CONFIG"
-#: Shortest and longest timeout a call may ask for (PRD FR-005.1).
-MIN_TIMEOUT_MS = 1_000
-MAX_TIMEOUT_MS = 300_000
 #: Timeout when neither the call nor the tool's server config sets one.
 DEFAULT_TIMEOUT_MS = 30_000
 #: Calls per minute per user when a plan does not say.

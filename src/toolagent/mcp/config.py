@@ -3,9 +3,11 @@
 ```json
 {"mcpServers": {
    "supabase": {"command": "python", "args": ["-m", "toolagent.servers.supabase"], "env": {}, "cwd": null,
-                "timeout_s": 30, "risk": "safe", "category": "database", "sql_tools": ["execute-sql"]},
+                "timeout_s": 30, "connect_timeout_s": 20, "risk": "safe", "category": "database",
+                "sql_tools": ["execute-sql"]},
    "remote":   {"url": "http://127.0.0.1:8765/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
-}}
+ },
+ "connect_timeout_s": 60}
 ```
 
 `${VAR}` anywhere in a string is replaced from the environment (a missing variable is an error
@@ -62,6 +64,11 @@ class _ServerBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timeout_s: float | None = Field(default=None, gt=0, description="Default call timeout for this server's tools.")
+    connect_timeout_s: float | None = Field(
+        default=None, gt=0,
+        description="How long starting the server and the MCP handshake may take (default: the file's "
+        "top-level `connect_timeout_s`, else 60 s).",
+    )
     tool_timeouts_s: dict[str, float] = Field(default_factory=dict, description="Per-tool timeouts, by tool name.")
     disabled: bool = Field(default=False, description="Skip this server entirely.")
     risk: Risk | dict[str, Risk] | None = Field(
@@ -123,6 +130,9 @@ class ServersConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     mcpServers: dict[str, _Server] = Field(default_factory=dict, description="Servers by name (the namespace).")
+    connect_timeout_s: float | None = Field(
+        default=None, gt=0, description="Default `connect_timeout_s` of every server (else 60 s)."
+    )
 
     @model_validator(mode="before")
     @classmethod

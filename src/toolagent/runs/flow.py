@@ -52,15 +52,26 @@ class FlowCap:
         return value
 
 
-def result_view(result: ToolResult | None, status: str, cap: FlowCap) -> dict[str, Any]:
-    """How later steps see a result: its structured fields plus `text`, `content` and `status`.
+#: Key of the result view holding what MCP adds around the tool's own fields (text, content
+#: blocks, status, isError). Structured fields sit beside it, so no field a tool returns can
+#: shadow it, and it can never be mistaken for one of the tool's fields.
+RESULT_KEY = "_result"
 
-    A structured field of the same name wins over the added ones, since it is the tool's own data.
+
+def result_view(result: ToolResult | None, status: str, cap: FlowCap) -> dict[str, Any]:
+    """How later steps see a result: its structured fields, plus `_result` with the rest.
+
+    `_result` holds `text` (every text block joined), `content` (the MCP content blocks),
+    `status` (the step's status) and `isError`. A structured field named `_result` is only in
+    the stored result: the view's own key takes its place.
     """
     view: dict[str, Any] = dict(result.structured or {}) if result is not None else {}
-    view.setdefault("text", result.text if result is not None else "")
-    view.setdefault("content", result.content if result is not None else [])
-    view.setdefault("status", status)
+    view[RESULT_KEY] = {
+        "text": result.text if result is not None else "",
+        "content": result.content if result is not None else [],
+        "status": status,
+        "isError": result.is_error if result is not None else False,
+    }
     return cap.apply(view)
 
 
@@ -73,9 +84,11 @@ def fill_required(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Implicit chaining: fill required arguments the params leave unset.
 
-    `previous_fields` are the previous step's structured fields (already capped). In order: the
-    previous step's structured result field of the same name, then the payload's
-    top-level field of the same name. Returns the arguments and, per argument, where it came from
+    `previous_fields` is the previous step's result view (already capped). In order: the
+    previous step's structured result field of the same name, then the payload's top-level
+    field of the same name. The view's `_result` entry (text, content blocks, status) never
+    fills an argument: a tool without structured output passes nothing on implicitly, so an
+    argument named `content` or `text` comes from the payload, not from the content blocks. Returns the arguments and, per argument, where it came from
     (`params`, `previous:<tool>.<field>`, `payload.<field>`).
     """
     args = dict(params)
@@ -83,7 +96,7 @@ def fill_required(
     for name in spec.required_args:
         if name in args:
             continue
-        if previous_tool is not None and name in previous_fields:
+        if previous_tool is not None and name != RESULT_KEY and name in previous_fields:
             args[name] = previous_fields[name]
             sources[name] = f"previous:{previous_tool}.{name}"
         elif name in payload:

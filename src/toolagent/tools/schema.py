@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..mcp.pool import check_arguments
+from ..mcp.arguments import check_arguments
 from .base import CallContext, ToolCall, WrappedSource
 
 
