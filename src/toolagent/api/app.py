@@ -57,14 +57,13 @@ def metrics_auth_from_env() -> MetricsAuth:
     return value  # type: ignore[return-value]
 
 
-def create_app(*, db: str | None = None, servers: ServersConfig | None = None, engine_factory: Any = None,
+def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
                metrics_auth: MetricsAuth | None = None, max_body_bytes: int | None = None) -> FastAPI:
     """Build the app; the store and MCP servers open when it starts.
 
     Args:
         db: store URL (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file).
         servers: MCP server config (default: the usual lookup of `mcp.json`).
-        engine_factory: `callable(store) -> engine`; default: the execution engine with its config.
         metrics_auth: who may read /metrics: `none` (anyone), `key` (any valid API key), `admin`
             (an admin's key); default `TOOLAGENT_METRICS_AUTH`, else `none`.
         max_body_bytes: largest request body accepted (413 above it); default
@@ -83,11 +82,8 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None, e
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_services(db, config) as svc:
-            factory = engine_factory or _default_engine
-            async with factory(svc) as engine:
-                svc.engine = engine
-                app.state.services = svc
-                yield
+            app.state.services = svc
+            yield
 
     app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     routes: list[BaseRoute] = []
@@ -149,7 +145,7 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None, e
             caller = await current_caller(request)
             if metrics_auth == "admin" and not caller.is_admin:
                 raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may not read /metrics: requires admin")
-        snapshot = (await svc.engine.metrics()).to_prometheus(await _discovery(svc))
+        snapshot = (await svc.runtime.metrics()).to_prometheus(await _discovery(svc))
         return Response(render(snapshot, http=request.app.state.http_metrics), media_type=CONTENT_TYPE)
 
     from .routes_agents import router as agents_router
@@ -183,17 +179,6 @@ def _include_optional_routers(app: FastAPI) -> list[APIRouter]:
     return [tools_router, trpc_router]
 
 
-@contextlib.asynccontextmanager
-async def _default_engine(svc: Services) -> AsyncIterator[Any]:
-    from ..engine import Engine, EngineConfig
-
-    engine = Engine(svc.store, config=EngineConfig.load())
-    async with engine:
-        specs, _ = await svc.pool.all_tools()
-        engine.registry.update(specs)
-        yield engine
-
-
 async def _discovery(svc: Services) -> dict[str, int]:
     """Per stored agent (`org/slug`), how many of its tools the engine has registered and enabled."""
     from ..agents import load_record
@@ -204,6 +189,6 @@ async def _discovery(svc: Services) -> dict[str, int]:
             tools = load_record(record).definition.configuration.tools
         except Exception:  # noqa: BLE001 - an invalid stored definition discovers nothing
             continue
-        entries = (svc.engine.registry.get(name) for name in tools)
+        entries = (svc.runtime.catalogue.get(name) for name in tools)
         counts[record.ref] = sum(1 for entry in entries if entry is not None and entry.enabled)
     return counts
