@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
         p.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help=f"HTTP port (default {DEFAULT_HTTP_PORT})")
     load = sub.add_parser("load-demo", help="create the demo tables and rows in a PostgreSQL database")
-    load.add_argument("--db-url", default=os.environ.get("SUPABASE_DB_URL"), help="PostgreSQL URL (default: SUPABASE_DB_URL)")
+    load.add_argument("--db-url", default=None, help="PostgreSQL URL (default: SUPABASE_DB_URL)")
     load.add_argument("--replace", action="store_true", help="drop existing demo tables first")
     return parser
 
@@ -91,6 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo_data import load_demo_data
 
             if not args.db_url:
+                from .settings import SupabaseSettings
+
+                configured = SupabaseSettings.from_env().db_url
+                args.db_url = configured.get_secret_value() if configured is not None else None
+            if not args.db_url:
                 from ...errors import EnvVarMissing
 
                 raise EnvVarMissing("SUPABASE_DB_URL")
@@ -100,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .server import build_server
         from .settings import SupabaseSettings
 
-        settings = SupabaseSettings.from_env(os.environ)
+        settings = SupabaseSettings.from_env()
         settings.check()
         # Over HTTP, INFO makes uvicorn say where it listens ("Uvicorn running on ...").
         server = build_server(settings, log_level="INFO" if args.transport == "http" else "WARNING")
