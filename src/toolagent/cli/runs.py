@@ -8,13 +8,13 @@ Every BUILD step goes through the execution engine as the CLI's principal (`--us
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
 import typer
 from rich.table import Table
 
+from ..data import demo_payload_file
 from ..engine import Engine, EngineConfig
 from ..errors import NotFound, UsageError
 from ..mcp.config import ServersConfig
@@ -124,7 +124,7 @@ def demo(
 
     Example: toolagent demo --question "how many conversations per status" --format text
     """
-    example = Path(__file__).resolve().parents[3] / "seeds" / "payloads" / "demo_build.json"
+    example = demo_payload_file()
     overrides = json.loads(example.read_text()) if example.is_file() else {}
     overrides.setdefault("toolParams", {}).setdefault("supabase/generate-sql", {})["query"] = question
     code = run(lambda: _build("demo/supabase-agent", {}, overrides, fmt, seed_first=True))

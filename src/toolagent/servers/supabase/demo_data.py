@@ -1,6 +1,6 @@
 """The demo database: built into SQLite for the embedded backend, or loaded into PostgreSQL.
 
-The source is `seeds/demo_db/` at the repository root (found from this file, never the working
+The source is `seeds/demo_db/` shipped in the package (`toolagent.data`, never the working
 directory): `schema.sql` (PostgreSQL DDL that SQLite also runs unchanged) and one CSV file per
 table, in the order `TABLES` lists them. Timestamps in the CSV files are UTC
 (`YYYY-MM-DD HH:MM:SS`); an empty field is NULL.
@@ -19,10 +19,11 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+from ...data import demo_db_dir
 from ...errors import ConfigError
 
-#: `seeds/demo_db` in the repository holding this package (src layout: four levels up).
-SEED_DIR = Path(__file__).resolve().parents[4] / "seeds" / "demo_db"
+#: The demo database's files shipped in the package.
+SEED_DIR = demo_db_dir()
 #: Demo tables in load order (referenced tables first).
 TABLES = ("users", "agent_conversations", "kpi_metrics", "kpi_data")
 
