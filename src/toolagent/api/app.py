@@ -25,6 +25,8 @@ from ..mcp.config import ServersConfig
 from ..settings import Settings
 from . import errors
 from .auth import current_caller
+from .body_limit import BodyLimit, max_body_bytes_from_env
+from .edge import EdgeCheck
 from .services import Services, open_services
 
 #: What the API says about itself in /openapi.json.
@@ -55,19 +57,21 @@ def metrics_auth_from_env() -> MetricsAuth:
     return value  # type: ignore[return-value]
 
 
-def create_app(*, db: str | None = None, servers: ServersConfig | None = None, engine_factory: Any = None,
-               metrics_auth: MetricsAuth | None = None) -> FastAPI:
+def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
+               metrics_auth: MetricsAuth | None = None, max_body_bytes: int | None = None) -> FastAPI:
     """Build the app; the store and MCP servers open when it starts.
 
     Args:
         db: store URL (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file).
         servers: MCP server config (default: the usual lookup of `mcp.json`).
-        engine_factory: `callable(store) -> engine`; default: the execution engine with its config.
         metrics_auth: who may read /metrics: `none` (anyone), `key` (any valid API key), `admin`
             (an admin's key); default `TOOLAGENT_METRICS_AUTH`, else `none`.
+        max_body_bytes: largest request body accepted (413 above it); default
+            `TOOLAGENT_MAX_BODY_BYTES`, else 1 MiB.
 
     Raises:
-        ConfigError: an unknown `metrics_auth` (or `TOOLAGENT_METRICS_AUTH`).
+        ConfigError: an unknown `metrics_auth` (or `TOOLAGENT_METRICS_AUTH`), a bad
+            `TOOLAGENT_MAX_BODY_BYTES`.
     """
     config = servers if servers is not None else ServersConfig.load()
     if metrics_auth is None:
@@ -78,15 +82,15 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None, e
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_services(db, config) as svc:
-            factory = engine_factory or _default_engine
-            async with factory(svc) as engine:
-                svc.engine = engine
-                app.state.services = svc
-                yield
+            app.state.services = svc
+            yield
 
     app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     routes: list[BaseRoute] = []
     errors.install(app)
+    # Outermost last: the size cap applies before the edge checks read the body.
+    app.add_middleware(EdgeCheck)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env())
     app.state.http_metrics = HttpMetrics()
 
     @app.middleware("http")
@@ -141,7 +145,7 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None, e
             caller = await current_caller(request)
             if metrics_auth == "admin" and not caller.is_admin:
                 raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may not read /metrics: requires admin")
-        snapshot = (await svc.engine.metrics()).to_prometheus(await _discovery(svc))
+        snapshot = (await svc.runtime.metrics()).to_prometheus(await _discovery(svc))
         return Response(render(snapshot, http=request.app.state.http_metrics), media_type=CONTENT_TYPE)
 
     from .routes_agents import router as agents_router
@@ -175,17 +179,6 @@ def _include_optional_routers(app: FastAPI) -> list[APIRouter]:
     return [tools_router, trpc_router]
 
 
-@contextlib.asynccontextmanager
-async def _default_engine(svc: Services) -> AsyncIterator[Any]:
-    from ..engine import Engine, EngineConfig
-
-    engine = Engine(svc.store, config=EngineConfig.load())
-    async with engine:
-        specs, _ = await svc.pool.all_tools()
-        engine.registry.update(specs)
-        yield engine
-
-
 async def _discovery(svc: Services) -> dict[str, int]:
     """Per stored agent (`org/slug`), how many of its tools the engine has registered and enabled."""
     from ..agents import load_record
@@ -196,6 +189,6 @@ async def _discovery(svc: Services) -> dict[str, int]:
             tools = load_record(record).definition.configuration.tools
         except Exception:  # noqa: BLE001 - an invalid stored definition discovers nothing
             continue
-        entries = (svc.engine.registry.get(name) for name in tools)
+        entries = (svc.runtime.catalogue.get(name) for name in tools)
         counts[record.ref] = sum(1 for entry in entries if entry is not None and entry.enabled)
     return counts

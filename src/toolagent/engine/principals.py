@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..errors import NotFound, StoreError, ToolAgentError, UsageError
+from ..errors import NotFound, StoreError, Unauthenticated, UsageError
 from ..store.db import Connection, Database, as_utc, utcnow
 from ..store.principals import PrincipalRows
 from .config import EngineConfig
@@ -33,12 +33,6 @@ SHOWN_PREFIX_CHARS = 10
 FALLBACK_LOCAL_USER = "local"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$")
-
-
-class Unauthenticated(ToolAgentError):
-    """The API key is unknown or revoked."""
-
-    code = "UNAUTHORIZED"
 
 
 @dataclass(frozen=True)

@@ -96,16 +96,20 @@ class ServerPool:
 
     def __init__(
         self, config: ServersConfig, *, connect_timeout_s: float | None = None, on_starting: StartingCallback | None = None,
+        connector: Callable[..., Any] | None = None,
     ) -> None:
         """Args:
             config: the servers.
             connect_timeout_s: default start-up limit of servers that set no `connect_timeout_s`
                 (else the config file's top-level one, else `DEFAULT_CONNECT_TIMEOUT_S`).
             on_starting: told when a server takes more than `STARTING_NOTICE_S` to start.
+            connector: opens a session for a server's params (default `connect`); tests pass an
+                in-process one (`toolagent.testing.in_memory_pool`).
         """
         self.config = config
         self.connect_timeout_s = connect_timeout_s or config.connect_timeout_s or DEFAULT_CONNECT_TIMEOUT_S
         self.on_starting = on_starting
+        self.connector = connector
         self._servers: dict[str, _Server] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack = contextlib.AsyncExitStack()
@@ -227,7 +231,9 @@ class ServerPool:
                 log.debug("server %s transport error: %s", server.name, message)
 
         try:
-            async with connect(server.params, errlog=server.errlog, message_handler=on_message, trace=server.trace) as session:
+            opener = self.connector or connect
+            extra = {"trace": server.trace} if server.trace is not None else {}
+            async with opener(server.params, errlog=server.errlog, message_handler=on_message, **extra) as session:
                 server.session = session
                 server.generation += 1
                 started = True

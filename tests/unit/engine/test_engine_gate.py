@@ -1,6 +1,6 @@
 """The pure gate: the 4 levels x 3 risks matrix, the check order, API key scopes; risk and category
 classification; the engine config. And the same matrix for BUILD steps, through BuildRunner and
-`engine_executor` over an MCP server running in process."""
+the runtime's tool stack over an MCP server running in process."""
 
 from __future__ import annotations
 
@@ -207,7 +207,7 @@ def test_config_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert c.retention_days == 7 and c.tool_rate_per_minute == {"web/post": 2}
 
 
-# -- the matrix for BUILD steps: BuildRunner + engine_executor over a real (in-process) MCP server ---
+# -- the matrix for BUILD steps: the runtime's runner over a real (in-process) MCP server ---
 
 #: Tool of the in-process server -> the risk the server config gives it.
 STEP_RISKS = {"safe-op": "safe", "moderate-op": "moderate", "dangerous-op": "dangerous"}
@@ -239,7 +239,7 @@ def in_memory_pool(monkeypatch: pytest.MonkeyPatch) -> tuple[ServersConfig, list
     server = _gate_server(calls)
 
     @contextlib.asynccontextmanager
-    async def connect(params: Any, *, errlog: Any, message_handler: Any = None) -> AsyncIterator[Any]:
+    async def connect(params: Any, *, errlog: Any, message_handler: Any = None, **_: Any) -> AsyncIterator[Any]:
         async with Client(server, message_handler=message_handler) as client:
             yield client.session
 
@@ -266,23 +266,19 @@ def _plan(mode: str) -> Any:
 @pytest.mark.parametrize("level", LEVELS)
 async def test_build_step_matrix(tmp_path: Path, in_memory_pool: tuple[ServersConfig, list[str]], level: str,
                                  mode: str) -> None:
-    from toolagent.engine import Engine
     from toolagent.mcp.pool import ServerPool
-    from toolagent.runs import BuildRunner
-    from toolagent.runs.executor import engine_executor
+    from toolagent.runtime import Runtime
     from toolagent.store import open_store
+    from toolagent.tools.base import CallContext
 
     config, calls = in_memory_pool
-    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, Engine(store) as engine, \
-            ServerPool(config) as pool:
-        me = await engine.principals.add_user("bob", level=level, plan="enterprise")
-        specs, errors = await pool.all_tools()
-        assert not errors
-        engine.registry.update(specs)
-        runner = BuildRunner(pool, store, executor=engine_executor(engine, pool, me))
+    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, ServerPool(config) as pool, \
+            Runtime(store, pool=pool) as runtime:
+        me = await runtime.principals.add_user("bob", level=level, plan="enterprise")
+        assert not await runtime.catalogue.refresh()
         with anyio.fail_after(10):
-            outcome = await runner.run(_plan(mode), user=me.name)
-        page = await engine.history(me, run_id=outcome.run_id)
+            outcome = await runtime.runner(CallContext(me)).run(_plan(mode))
+        page = await runtime.history(me, run_id=outcome.run_id)
 
     allowed = {f"gate/{t}": ALLOWED[(level, risk)] for t, risk in STEP_RISKS.items()}
     assert {s.tool: s.status for s in outcome.steps} == {t: "success" if ok else "denied" for t, ok in allowed.items()}

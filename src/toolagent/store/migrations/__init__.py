@@ -11,6 +11,7 @@ and goes on from there, leaving that table in place.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -42,12 +43,24 @@ def current_revision(conn: sa.Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
+@functools.cache
+def head_revision() -> str:
+    """The newest revision shipped (read from `versions/` once per process)."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "no migration revisions are shipped"
+    return head
+
+
 def upgrade(conn: sa.Connection, target: str = "head") -> list[int]:
     """Bring the database on `conn` to `target` inside the caller's transaction.
 
     Returns:
         The revision numbers applied now, oldest first (empty when already there).
     """
+    # Every command opens the store: a store already at head costs one read of its version, not
+    # a run of Alembic's environment (several times slower).
+    if target == "head" and current_revision(conn) == head_revision():
+        return []
     config = alembic_config(conn)
     _adopt_legacy(conn, config)
     before = current_revision(conn)
