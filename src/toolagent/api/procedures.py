@@ -503,7 +503,9 @@ async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, rep
         reply.headers.update(await _limit_headers(svc, caller, spec.name))
         if isinstance(exc, ExecutionDenied) and exc.execution_id:
             # The refusal is recorded: name the record, as a failure does.
-            reply.details = {"executionId": exc.execution_id, "status": "denied"}
+            from ..engine.hints import denial_fix
+
+            reply.details = {"executionId": exc.execution_id, "status": "denied", "fix": denial_fix(exc, caller.principal.name)}
         raise
     if inp.async_:
         reply.headers.update(await _limit_headers(svc, caller, spec.name))

@@ -13,7 +13,6 @@ from typing import Any
 
 import anyio
 import typer
-from rich.table import Table
 
 from ..engine import Engine, EngineConfig
 from ..errors import NotFound, UsageError
@@ -23,6 +22,8 @@ from ..runs.executor import engine_executor
 from ..runs.flow import FlowCap
 from ..seeding import default_seed_files, seed_files
 from ..store import open_store
+from ._hints import check_payload
+from ._tables import Column, fitted_table
 from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, run, state
 from .tools import engine_and_pool, namespaces_of, register_tools
 
@@ -63,6 +64,7 @@ async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, 
                 err.print(f"[dim]seed: {outcome} {ref}[/]", markup=True)
         agent = await load_agent(agent_ref, store)
         plan = plan_build(agent, overrides, deliverable_format=fmt)
+        check_payload(plan.agent_ref, plan.steps, payload)
         async with engine_and_pool(store, config) as (engine, pool, principal):
             # Only the servers the plan uses are started (concurrently), not every configured one.
             await register_tools(engine, pool, namespaces_of(plan.tools))
@@ -89,7 +91,7 @@ def build(
     payload: str | None = typer.Option(None, "--payload", "-p", help="Payload JSON, or @file.json."),
     override: str | None = typer.Option(
         None, "--override", "-o",
-        help="Overrides JSON or @file.json: tools, toolParams, toolExecutionMode, stopOnError (PRD section 11).",
+        help="Overrides JSON or @file.json: tools, toolParams, toolExecutionMode, stopOnError.",
     ),
     fmt: str | None = typer.Option(None, "--format", "-f", help="Deliverable format: json, markdown or text."),
 ) -> None:
@@ -149,11 +151,12 @@ def runs_list(
         if state.json:
             emit_json([r.to_json() for r in rows])
             return
-        table = Table("run", "agent", "status", "mode", "started", "ms", "deliverable")
-        for r in rows:
-            table.add_row(r.id, f"{r.organization_slug}/{r.agent_slug}", r.status, r.execution_mode,
-                          r.started_at.isoformat(timespec="seconds"), f"{r.duration_ms or 0:.0f}", r.deliverable_id or "")
-        out.print(table)
+        columns = (Column("run", keep=True), Column("agent", keep=True), Column("status"), Column("mode", drop=2),
+                   Column("started"), Column("ms", justify="right", drop=3), Column("deliverable", keep=True, drop=1))
+        cells = [(r.id, f"{r.organization_slug}/{r.agent_slug}", r.status, r.execution_mode,
+                  r.started_at.strftime("%Y-%m-%d %H:%M:%S"), f"{r.duration_ms or 0:.0f}", r.deliverable_id or "")
+                 for r in rows]
+        out.print(fitted_table(columns, cells, out.width, markup=False))
 
     run(body)
 
