@@ -6,7 +6,7 @@
 | `GET    /api/agents/{org}/{slug}`       | any key                                                  |
 | `PUT    /api/agents/{org}/{slug}`       | any level but `view_only`                                |
 | `DELETE /api/agents/{org}/{slug}`       | admins                                                   |
-| `POST   /api/agents/{org}/{slug}/build` | any key; each step is gated by the engine as the caller  |
+| `POST   /api/agents/{org}/{slug}/build` | any key that may run one of its tools; each step is gated by the engine as the caller |
 | `GET    /api/runs/{id}`                 | the run's user, admins                                   |
 | `POST   /api/runs/{id}/cancel`          | the run's user, admins                                   |
 | `GET    /api/runs/{id}/events`          | the run's user, admins                                   |
@@ -26,10 +26,12 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..agents import AgentRecord, load_record
+from ..engine.permissions import decide
 from ..errors import DefinitionInvalid, NotFound, PermissionDenied, ToolAgentError, UsageError
 from ..runs import new_run_id, plan_build
 from ..store.owner import Owner, gone
 from ..store.runs import RunRow, StepRow
+from ..status import RunStatus, StepStatus
 from . import schemas
 from .auth import Caller, CallerDep
 from .errors import error_body
@@ -167,6 +169,32 @@ def _links(run_id: str) -> dict[str, str]:
             "cancel": f"/api/runs/{run_id}/cancel"}
 
 
+def _gate_build(svc: Services, caller: Caller, tools: list[str]) -> None:
+    """Refuse (403) a BUILD whose tools the caller may not run at all: their level against each tool's
+    risk, the API key's scopes and revocation, the operator's switch. Tools the engine does not know
+    are left to the run, which reports them per step; the engine still gates every call.
+
+    Raises:
+        PermissionDenied: no tool of the run is allowed for the caller (the first reason given).
+    """
+    registry = getattr(svc.engine, "registry", None)
+    if registry is None or not tools:
+        return
+    reasons = []
+    for name in tools:
+        entry = registry.get(name)
+        if entry is None:
+            return
+        key = caller.api_key
+        decision = decide(user=caller.name, level=caller.level, tool=name, risk=entry.risk, category=entry.category,
+                          enabled=entry.enabled, agent_tools=tools, key_id=getattr(key, "id", None),
+                          key_revoked_at=getattr(key, "revoked_at", None), key_scopes=getattr(key, "scopes", None))
+        if decision.allowed:
+            return
+        reasons.append(decision.reason or "denied")
+    raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may run none of this agent's tools: {reasons[0]}")
+
+
 @router.post("/agents/{org}/{slug}/build", summary="Run an agent's BUILD", response_model=schemas.BuildOutput,
              responses={202: {"model": schemas.BuildAcceptedOutput,
                               "description": "`async: true`: recorded and running"},
@@ -181,6 +209,9 @@ async def build(request: Request, org: _Org, slug: _Slug, body: schemas.BuildReq
     recorded (follow `/api/runs/{id}/events`)."""
     svc = services(request)
     agent = load_record(await svc.store.agents.get_agent(org, slug))
+    # Before any override is parsed or rendered: a caller who may run none of the tools gets
+    # nothing evaluated on their behalf.
+    _gate_build(svc, caller, body.tools if body.tools is not None else agent.definition.configuration.tools)
     try:
         plan = plan_build(agent, body.overrides(), deliverable_format=body.format)
     except DefinitionInvalid as exc:
@@ -220,7 +251,7 @@ async def cancel_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any
     when the run has already ended."""
     svc = services(request)
     row = await _visible_run(svc, run_id, caller)
-    if row.status != "running":
+    if row.status != RunStatus.RUNNING:
         raise UsageError(f"run '{run_id}' is not running (it ended {row.status}); only running runs can be cancelled")
     # Through the engine first, as `toolagent runs cancel` does: the running calls end "cancelled by
     # <caller>" and the run is flagged, so its later steps end cancelled without running.
@@ -232,9 +263,9 @@ async def cancel_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any
         await svc.runs.cancel(run_id)
         await svc.runs.wait(run_id)
     row = await svc.store.runs.get_run(run_id)
-    if row.status == "cancelled":
+    if row.status == RunStatus.CANCELLED:
         message = "run cancelled"
-    elif row.status == "running":
+    elif row.status == RunStatus.RUNNING:
         message = "cancellation requested; the run has not stopped yet"
     else:
         message = f"the run ended {row.status} before it could be cancelled"
@@ -246,7 +277,7 @@ async def _stop_elsewhere(svc: Services, caller: Caller, run_id: str) -> None:
     """Wait (at most `RUN_CANCEL_WAIT_S`) for a run of another process to stop, asking again on every
     look: a step that starts meanwhile is flagged too."""
     with anyio.move_on_after(RUN_CANCEL_WAIT_S):
-        while (await svc.store.runs.get_run(run_id)).status == "running":
+        while (await svc.store.runs.get_run(run_id)).status == RunStatus.RUNNING:
             await anyio.sleep(CANCEL_POLL_S)
             await caller.cancel_run(svc, run_id)
 
@@ -294,23 +325,23 @@ async def _live_events(svc: Services, run_id: str) -> AsyncIterator[str]:
 
 async def _stored_events(svc: Services, row: RunRow) -> AsyncIterator[str]:
     """Events of a run that ended, or that executes in another process: read from the store until it ends."""
-    following = row.status == "running"
+    following = row.status == RunStatus.RUNNING
     seen: dict[int, str] = {}
     quiet_s = 0.0
     while True:
         for step in await svc.store.runs.get_steps(row.id) if following else ():
-            before = seen.get(step.position, "pending")
+            before = seen.get(step.position, StepStatus.PENDING)
             if step.status == before:
                 continue
             seen[step.position] = step.status
-            if before == "pending" and step.status != "running":
+            if before == StepStatus.PENDING and step.status != StepStatus.RUNNING:
                 # Started and ended between two reads (or never ran: skipped, cancelled).
-                started = {**_step_event(step), "status": "running"}
+                started = {**_step_event(step), "status": StepStatus.RUNNING}
                 yield _sse({"type": "step_started", "runId": row.id, "step": started})
-            kind = "step_started" if step.status == "running" else "step_finished"
+            kind = "step_started" if step.status == StepStatus.RUNNING else "step_finished"
             yield _sse({"type": kind, "runId": row.id, "step": _step_event(step)})
             quiet_s = 0.0
-        if row.status != "running":
+        if row.status != RunStatus.RUNNING:
             yield _sse({"type": "run_finished", "runId": row.id, "status": row.status})
             return
         await anyio.sleep(SSE_POLL_S)
@@ -319,7 +350,7 @@ async def _stored_events(svc: Services, row: RunRow) -> AsyncIterator[str]:
             quiet_s = 0.0
             yield ": keep-alive\n\n"
         row = await svc.store.runs.get_run(row.id)
-        if row.status == "running" and gone(row.owner_pid, row.owner_host, row.owner_boot, Owner.current()):
+        if row.status == RunStatus.RUNNING and gone(row.owner_pid, row.owner_host, row.owner_boot, Owner.current()):
             # Its process ended without finishing it: close it, so the stream can end.
             await svc.store.runs.close_interrupted(run_id=row.id)
             row = await svc.store.runs.get_run(row.id)

@@ -6,7 +6,6 @@ import copy
 import difflib
 import importlib
 import json
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -219,14 +218,15 @@ def _global_options(
 
 
 def _configure_logging() -> None:
-    from ..engine.logs import LOG_LEVEL_ENV, configure_logging
+    from ..engine.logs import configure_logging
+    from ..settings import Settings
 
     # TOOLAGENT_LOG_FORMAT=json and TOOLAGENT_LOG_LEVEL turn on structured logs on stderr. The
     # commands report denials and failures themselves, so the engine's lifecycle lines would say
     # it twice: they come when asked for with a level (or --debug), with their execution's context.
     try:
         configure_logging(level="DEBUG" if state.debug else None,
-                          lifecycle=state.debug or bool(os.environ.get(LOG_LEVEL_ENV)))
+                          lifecycle=state.debug or bool(Settings.from_env().log_level))
     except ToolAgentError as exc:
         fail(exc.message, exc.exit_code)
 
@@ -280,4 +280,6 @@ def read_json_arg(value: str | None, what: str) -> Any:
 
 def is_tty() -> bool:
     """Live progress only on a terminal."""
-    return out.is_terminal and not state.json and os.environ.get("TERM") != "dumb"
+    from ..settings import environ as settings_environ
+
+    return out.is_terminal and not state.json and settings_environ().get("TERM") != "dumb"

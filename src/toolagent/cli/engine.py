@@ -15,10 +15,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..engine import Engine, EngineConfig, Execution, HistoryQuery
+from ..engine import EngineConfig, Execution, HistoryQuery
 from ..engine.permissions import LEVELS, PLANS
 from ..errors import UsageError
+from ..runtime import Runtime
 from ..store import open_store
+from ..status import ExecutionStatus
 from ._tables import Column, fitted_table
 from ._app import app, emit_json, err, out, run, state
 
@@ -34,8 +36,8 @@ _PLANS_HELP = ", ".join(PLANS)
 
 
 @contextlib.asynccontextmanager
-async def _engine() -> AsyncIterator[Engine]:
-    async with open_store(state.db) as store, Engine(store, config=EngineConfig.load()) as engine:
+async def _engine() -> AsyncIterator[Runtime]:
+    async with open_store(state.db) as store, Runtime(store, config=EngineConfig.load()) as engine:
         yield engine
 
 
@@ -284,14 +286,14 @@ def executions_cancel(
             me = await engine.principals.resolve_cli_user(state.user)
             e = await engine.cancel(execution_id, me, wait_s=wait_s)
         if state.json:
-            emit_json({"success": e.status != "running", "executionId": e.id, "status": e.status, "reason": e.reason,
+            emit_json({"success": e.status != ExecutionStatus.RUNNING, "executionId": e.id, "status": e.status, "reason": e.reason,
                        "message": f"execution {e.id} {'is ' + e.status if e.status != 'running' else 'asked to cancel'}",
                        "timestamp": datetime.now(UTC).isoformat()})
-        elif e.status == "running":
+        elif e.status == ExecutionStatus.RUNNING:
             err.print(f"asked {e.id} to cancel; its process has not stopped it yet", markup=False)
         else:
             out.print(f"{e.id}: {e.status}" + (f" ({e.reason})" if e.reason else ""), markup=False)
-        return 0 if e.status != "running" else 1
+        return 0 if e.status != ExecutionStatus.RUNNING else 1
 
     raise typer.Exit(run(body))
 
