@@ -477,7 +477,10 @@ async def _answer(svc: Services, caller: Caller, outcome: CallOutcome, reply: Re
         reply.headers.update(await _limit_headers(svc, caller, outcome.tool))
         if isinstance(exc, ExecutionDenied) and exc.execution_id:
             # The refusal is recorded: name the record, as a failure does.
-            reply.details = {"executionId": exc.execution_id, "status": StepStatus.DENIED}
+            from ..engine.hints import denial_fix
+
+            reply.details = {"executionId": exc.execution_id, "status": StepStatus.DENIED,
+                             "fix": denial_fix(exc, caller.principal.name)}
         raise exc or ToolAgentError(outcome.error)
     execution = outcome.record
     assert execution is not None
