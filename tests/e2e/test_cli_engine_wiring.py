@@ -357,6 +357,13 @@ def test_a_killed_build_is_closed_as_interrupted(env: dict[str, str],
     assert (shown["status"], shown["error"]) == ("failed", error)
     assert [(s["tool"], s["status"], s["error"]) for s in shown["steps"]] == [
         ("probe/sleep", "failed", error), ("probe/echo", "skipped", None)]
+    code, stdout, stderr = invoke(env, "--json", "deliverables", "show", run_id)
+    assert code == 0, stderr
+    deliverable = json.loads(stdout)
+    assert deliverable["type"] == "interrupted-run" and deliverable["metadata"]["interrupted"] is True
+    assert deliverable["data"]["error"] == error
+    assert [(r["tool"], r["status"]) for r in deliverable["data"]["results"]] == [
+        ("probe/sleep", "failed"), ("probe/echo", "skipped")]
     code, stdout, _ = invoke(env, "--user", "basic", "--json", "history")
     [sleep] = json.loads(stdout)["executions"]
     assert (sleep["toolName"], sleep["status"], sleep["runId"]) == ("probe/sleep", "failed", run_id)

@@ -6,7 +6,7 @@
 | `GET    /api/agents/{org}/{slug}`       | any key                                                  |
 | `PUT    /api/agents/{org}/{slug}`       | any level but `view_only`                                |
 | `DELETE /api/agents/{org}/{slug}`       | admins                                                   |
-| `POST   /api/agents/{org}/{slug}/build` | any key; each step is gated by the engine as the caller  |
+| `POST   /api/agents/{org}/{slug}/build` | any key that may run one of its tools; each step is gated by the engine as the caller |
 | `GET    /api/runs/{id}`                 | the run's user, admins                                   |
 | `POST   /api/runs/{id}/cancel`          | the run's user, admins                                   |
 | `GET    /api/runs/{id}/events`          | the run's user, admins                                   |
@@ -26,6 +26,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..agents import AgentRecord, load_record
+from ..engine.permissions import decide
 from ..errors import DefinitionInvalid, NotFound, PermissionDenied, ToolAgentError, UsageError
 from ..runs import new_run_id, plan_build
 from ..store.owner import Owner, gone
@@ -168,6 +169,32 @@ def _links(run_id: str) -> dict[str, str]:
             "cancel": f"/api/runs/{run_id}/cancel"}
 
 
+def _gate_build(svc: Services, caller: Caller, tools: list[str]) -> None:
+    """Refuse (403) a BUILD whose tools the caller may not run at all: their level against each tool's
+    risk, the API key's scopes and revocation, the operator's switch. Tools the engine does not know
+    are left to the run, which reports them per step; the engine still gates every call.
+
+    Raises:
+        PermissionDenied: no tool of the run is allowed for the caller (the first reason given).
+    """
+    registry = getattr(svc.engine, "registry", None)
+    if registry is None or not tools:
+        return
+    reasons = []
+    for name in tools:
+        entry = registry.get(name)
+        if entry is None:
+            return
+        key = caller.api_key
+        decision = decide(user=caller.name, level=caller.level, tool=name, risk=entry.risk, category=entry.category,
+                          enabled=entry.enabled, agent_tools=tools, key_id=getattr(key, "id", None),
+                          key_revoked_at=getattr(key, "revoked_at", None), key_scopes=getattr(key, "scopes", None))
+        if decision.allowed:
+            return
+        reasons.append(decision.reason or "denied")
+    raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may run none of this agent's tools: {reasons[0]}")
+
+
 @router.post("/agents/{org}/{slug}/build", summary="Run an agent's BUILD", response_model=schemas.BuildOutput,
              responses={202: {"model": schemas.BuildAcceptedOutput,
                               "description": "`async: true`: recorded and running"},
@@ -182,6 +209,9 @@ async def build(request: Request, org: _Org, slug: _Slug, body: schemas.BuildReq
     recorded (follow `/api/runs/{id}/events`)."""
     svc = services(request)
     agent = load_record(await svc.store.agents.get_agent(org, slug))
+    # Before any override is parsed or rendered: a caller who may run none of the tools gets
+    # nothing evaluated on their behalf.
+    _gate_build(svc, caller, body.tools if body.tools is not None else agent.definition.configuration.tools)
     try:
         plan = plan_build(agent, body.overrides(), deliverable_format=body.format)
     except DefinitionInvalid as exc:

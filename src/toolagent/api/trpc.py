@@ -13,7 +13,6 @@ The procedures are those of the REST routes (`procedures.py`); authentication is
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +25,7 @@ from pydantic import ValidationError
 from ..errors import ToolAgentError
 from . import procedures as p
 from .auth import Caller, current_caller
+from .edge import EdgeProblem, parse_json
 from .errors import error_code
 
 log = logging.getLogger(__name__)
@@ -85,9 +85,9 @@ def _inputs(raw: str | bytes | None, batch: bool, count: int) -> list[Any]:
     if raw is None or raw in ("", b""):
         return [None] * count
     try:
-        parsed = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TrpcError("PARSE_ERROR", f"input is not valid JSON: {exc}") from exc
+        parsed = parse_json(raw, "input")
+    except EdgeProblem as exc:
+        raise TrpcError("PARSE_ERROR" if exc.unparsable else "BAD_REQUEST", str(exc)) from exc
     if not batch:
         return [parsed]
     if not isinstance(parsed, dict):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ import typer
 from rich.console import Console
 
 from ..errors import ToolAgentError
+from ..settings import environ as settings_environ
 
 T = TypeVar("T")
 
@@ -69,13 +69,14 @@ def _global_options(
     ),
 ) -> None:
     state.db, state.json, state.debug, state.servers, state.user = db, as_json, debug, servers, user
-    from ..engine.logs import LOG_LEVEL_ENV, configure_logging
+    from ..engine.logs import configure_logging
+    from ..settings import Settings
 
     # TOOLAGENT_LOG_FORMAT=json and TOOLAGENT_LOG_LEVEL turn on structured logs on stderr. The
     # commands report denials and failures themselves, so the engine's lifecycle lines would say
     # it twice: they come when asked for with a level (or --debug), with their execution's context.
     try:
-        configure_logging(level="DEBUG" if debug else None, lifecycle=debug or bool(os.environ.get(LOG_LEVEL_ENV)))
+        configure_logging(level="DEBUG" if debug else None, lifecycle=debug or bool(Settings.from_env().log_level))
     except ToolAgentError as exc:
         fail(exc.message, exc.exit_code)
 
@@ -127,4 +128,4 @@ def read_json_arg(value: str | None, what: str) -> Any:
 
 def is_tty() -> bool:
     """Live progress only on a terminal."""
-    return out.is_terminal and not state.json and os.environ.get("TERM") != "dumb"
+    return out.is_terminal and not state.json and settings_environ().get("TERM") != "dumb"

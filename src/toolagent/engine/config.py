@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..agents.yaml_loader import safe_load
 from ..errors import ConfigError
+from ..settings import Settings
 from ..store.executions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from .permissions import Category, Level, Plan, Risk
 
@@ -150,7 +151,7 @@ class EngineConfig(_Model):
         Raises:
             ConfigError: the file cannot be read or is invalid (the message names the field).
         """
-        where = str(path) if path is not None else os.environ.get(ENGINE_CONFIG_ENV) or None
+        where = str(path) if path is not None else Settings.from_env().engine_config
         if not where:
             return cls()
         try:
@@ -158,7 +159,7 @@ class EngineConfig(_Model):
         except OSError as exc:
             raise ConfigError(f"cannot read the engine config: {exc.strerror}", source=where) from exc
         try:
-            data = json.loads(text) if where.endswith(".json") else yaml.safe_load(text)
+            data = json.loads(text) if where.endswith(".json") else safe_load(text)
         except (json.JSONDecodeError, yaml.YAMLError) as exc:
             raise ConfigError(f"not valid {'JSON' if where.endswith('.json') else 'YAML'}: {exc}", source=where) from exc
         return cls.from_data(data or {}, source=where)

@@ -17,7 +17,6 @@ naming it; `${VAR:-default}` gives a default). A tool's namespace is its server'
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import EnvVarMissing, ServerConfigError
+from ..settings import Settings
+from ..settings import environ as settings_environ
 
 #: Environment variable naming the config file.
 CONFIG_ENV = "TOOLAGENT_MCP_CONFIG"
@@ -43,7 +44,7 @@ def expand_env(value: Any, *, where: str, environ: dict[str, str] | None = None)
     Raises:
         EnvVarMissing: a referenced variable is unset and has no default.
     """
-    env = os.environ if environ is None else environ
+    env = settings_environ() if environ is None else environ
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
@@ -187,7 +188,7 @@ class ServersConfig(BaseModel):
         Raises:
             ServerConfigError: unreadable or invalid file.
         """
-        chosen = path or os.environ.get(CONFIG_ENV)
+        chosen = path or Settings.from_env().mcp_config
         if chosen is None:
             candidates = [Path(DEFAULT_CONFIG_FILE), Path(__file__).resolve().parents[3] / DEFAULT_CONFIG_FILE]
             found = next((c for c in candidates if c.is_file()), None)

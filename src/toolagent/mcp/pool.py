@@ -232,7 +232,8 @@ class ServerPool:
 
         try:
             opener = self.connector or connect
-            async with opener(server.params, errlog=server.errlog, message_handler=on_message, trace=server.trace) as session:
+            extra = {"trace": server.trace} if server.trace is not None else {}
+            async with opener(server.params, errlog=server.errlog, message_handler=on_message, **extra) as session:
                 server.session = session
                 server.generation += 1
                 started = True

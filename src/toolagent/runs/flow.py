@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from ..settings import Settings
 from ..tools.spec import ToolResult, ToolSpec
 
 #: Longest list passed on to later steps (the stored result keeps everything).
@@ -30,16 +29,9 @@ class FlowCap:
         Raises:
             UsageError: a value is not a positive integer.
         """
-        env = os.environ if environ is None else environ
-        values = {}
-        for field_name, var in (("max_items", "TOOLAGENT_FLOW_MAX_ITEMS"), ("max_chars", "TOOLAGENT_FLOW_MAX_CHARS")):
-            raw = env.get(var)
-            if raw is None or raw == "":
-                continue
-            if not raw.isdigit() or int(raw) < 1:
-                raise UsageError(f"{var} must be a positive integer, got {raw!r}")
-            values[field_name] = int(raw)
-        return cls(**values)
+        settings = Settings.from_env(environ)
+        values = {"max_items": settings.flow_max_items, "max_chars": settings.flow_max_chars}
+        return cls(**{k: v for k, v in values.items() if v is not None})
 
     def apply(self, value: Any) -> Any:
         """A copy of `value` with lists and strings cut to the bounds."""

@@ -265,7 +265,8 @@ class BuildRunner:
         ctx.writer.put(state.position, _step_values(state))
         await ctx.emit(RunEvent("step_started", ctx.run_id, state))
         try:
-            params = params_template.render(context)
+            # Off the event loop: a template may take long to render, and the server must go on answering.
+            params = await anyio.to_thread.run_sync(params_template.render, context)
             state.params = params
             entry = await self.tools.resolve(state.tool)
             args, sources = fill_required(entry.spec, params, previous[0] if previous else None,

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
+from . import references
 from .names import DEFAULT_SCHEMA, TableName, fold_identifier
 from .policy import DEFAULT_MAX_NESTING_DEPTH, SqlPolicy
 
@@ -120,8 +121,7 @@ BUILTIN_EXTRA_TYPES: frozenset[str] = frozenset(
     cidr macaddr macaddr8 tsvector tsquery citext jsonpath pg_lsn txid_snapshot pg_snapshot
     bpchar varbit line lseg box path polygon circle int8range numrange tsrange tstzrange
     int4multirange int8multirange nummultirange datemultirange tsmultirange tstzmultirange
-    regtype regproc regprocedure regoper regoperator regclass regnamespace regrole
-    regconfig regdictionary oid name xid xid8 cid tid
+    oid name xid xid8 cid tid
     """.split()
 )
 
@@ -599,4 +599,6 @@ RULES: tuple[Rule, ...] = (
     rule_operators_and_types,
     rule_allowed_tables,
     rule_ambiguous_strings,
+    references.rule_attribute_notation,
+    references.rule_object_identifier_casts,
 )

@@ -6,7 +6,6 @@ Database driver errors are translated to `StoreError` here and only here.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from ..errors import StoreError, UsageError
+from ..settings import Settings
 from . import migrations
 
 #: Environment variable holding the store URL.
@@ -40,7 +40,7 @@ Connection = sa.Connection
 
 def default_url() -> str:
     """`TOOLAGENT_DATABASE_URL`, else a SQLite file under `./.toolagent/`."""
-    env = os.environ.get(DATABASE_URL_ENV)
+    env = Settings.from_env().database_url
     if env:
         return env
     return f"sqlite+aiosqlite:///{DEFAULT_HOME / 'toolagent.db'}"

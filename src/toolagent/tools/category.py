@@ -26,7 +26,8 @@ CATEGORY_SOURCES: Final = ("operator", "server", "tool", "annotations", "default
 # When several words match, the most specific category wins (this order).
 _WORDS: Final[dict[str, tuple[str, ...]]] = {
     "browser": ("browser", "browsers", "playwright", "puppeteer", "chrome", "chromium", "selenium", "webdriver"),
-    "file": ("file", "files", "filesystem", "fs", "directory", "directories", "folder", "folders"),
+    "file": ("file", "files", "filesystem", "fs", "directory", "directories", "folder", "folders", "git",
+             "repository"),
     "database": ("db", "database", "databases", "sql", "sqlite", "postgres", "postgresql", "mysql", "supabase",
                  "mongo", "mongodb", "redis"),
     "shell": ("shell", "terminal", "bash", "zsh", "exec", "command", "commands"),

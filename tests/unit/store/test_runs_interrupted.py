@@ -55,6 +55,12 @@ async def test_a_run_whose_process_ended_is_closed_with_its_steps(db_url: str) -
         assert "ended before it finished" in dead.error
         assert [(s.status, s.error) for s in await store.runs.get_steps("run_dead")] == [
             ("success", None), ("failed", dead.error), ("skipped", None)]
+        deliverable = await store.runs.get_deliverable("run_dead")
+        assert dead.deliverable_id == deliverable.id
+        assert (deliverable.format, deliverable.type, deliverable.data["error"]) == ("json", "interrupted-run", dead.error)
+        assert [(r["tool"], r["status"]) for r in deliverable.data["results"]] == [
+            ("s/one", "success"), ("s/two", "failed"), ("s/three", "skipped")]
+        assert deliverable.metadata["interrupted"] is True and deliverable.metadata["agent"]["slug"] == "a"
         rebooted = await store.runs.get_run("run_rebooted")
         assert rebooted.error is not None and "restarted" in rebooted.error
         for alive in ("run_mine", "run_elsewhere"):

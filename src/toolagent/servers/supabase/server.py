@@ -12,7 +12,6 @@ and httpx load on first use, so the server starts quickly.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -242,7 +241,7 @@ def build_server(settings: SupabaseSettings | None = None, *, log_level: LogLeve
             with "Required environment variable SUPABASE_DB_URL is not set".
         log_level: the server's (and, over HTTP, uvicorn's) log level on stderr.
     """
-    service = SupabaseService(settings if settings is not None else SupabaseSettings.from_env(os.environ))
+    service = SupabaseService(settings if settings is not None else SupabaseSettings.from_env())
     server = MCPServer("supabase", instructions=INSTRUCTIONS, log_level=log_level)
 
     @server.tool(name="get-schema", annotations=READ_ONLY)
