@@ -80,14 +80,14 @@ async def run_builds(
 ) -> list[tuple[RunOutcome, list[Any], Any]]:
     """Each (configuration, payload) run through one pool; returns outcomes, steps and deliverables."""
     found = []
-    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store:
-        async with test_runtime(store, ServerPool(config)) as (runtime, me):
-            for configuration, payload in runs:
-                with anyio.fail_after(120):
-                    outcome = await runtime.runner(CallContext(me), default_timeout_s=60).run(
-                        plan_build(agent(configuration), None), payload)
-                steps = await store.runs.get_steps(outcome.run_id)
-                found.append((outcome, steps, await store.runs.get_deliverable(outcome.deliverable["id"])))
+    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, \
+            test_runtime(store, ServerPool(config)) as (runtime, me):
+        for configuration, payload in runs:
+            with anyio.fail_after(120):
+                outcome = await runtime.runner(CallContext(me), default_timeout_s=60).run(
+                    plan_build(agent(configuration), None), payload)
+            steps = await store.runs.get_steps(outcome.run_id)
+            found.append((outcome, steps, await store.runs.get_deliverable(outcome.deliverable["id"])))
     return found
 
 
