@@ -51,7 +51,7 @@ from .logs import log_context, log_events
 from .metrics import Metrics, MetricsSnapshot, ToolMetrics, UserMetrics
 from .permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, Decision, ExecutionDenied, can_run, decide, parse_category
 from .principals import ApiKey, Principal, Principals
-from .redaction import redact, redact_text
+from .redaction import redact, redact_text, remember_secrets
 from .registry import Registry, ToolEntry, ToolListing
 
 if TYPE_CHECKING:
@@ -311,6 +311,8 @@ class Engine:
         """
         if self._tg is None:
             raise UsageError("the engine is not started: use `async with Engine(...)` or `await engine.start()` first")
+        # The call's own secrets are masked wherever they come back (its result, its log lines).
+        remember_secrets(arguments, metadata)
         timeout = resolve_timeout_ms(timeout_ms, spec.timeout_s, self.config.default_timeout_ms)
         entry = self.registry.entry_for(spec)
         now_s = self.clock()
