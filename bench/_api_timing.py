@@ -44,19 +44,20 @@ def _timed(owner: Any, attr: str, stage: str) -> None:
 def install() -> None:
     """Wrap the stages and the signal handlers."""
     from toolagent.api import procedures, routes_tools
-    from toolagent.engine.core import Engine
     from toolagent.engine.limits import Limits
     from toolagent.engine.principals import Principals
     from toolagent.mcp.pool import ServerPool
     from toolagent.store.db import Database
+    from toolagent.tools.records import Recorder
+    from toolagent.tools.stack import ToolStack
 
     _timed(routes_tools, "_respond", "0 whole procedure (after auth)")
     _timed(Principals, "authenticate_key", "1 authenticate (key lookup)")
-    _timed(procedures, "tool_spec", "2 tool_spec")
-    _timed(Engine, "execute", "3 engine.execute (total)")
-    _timed(Engine, "_admit", "3b  admit: key, limits, insert running, audit")
+    _timed(procedures, "tool_entry", "2 tool_entry")
+    _timed(ToolStack, "call", "3 tool stack call (total)")
+    _timed(Recorder, "admit", "3b  admit: key, limits, insert running, audit")
     _timed(ServerPool, "call", "3d  MCP call (pool.call)")
-    _timed(Engine, "_finish", "3e  finish: update row, totals, audit, event")
+    _timed(Recorder, "finish", "3e  finish: update row, totals, audit, event")
     _timed(Limits, "usage", "4 rate-limit headers (usage read)")
     _timed(Database, "write", "6 db.write: waits + transaction")
     original_transaction = Database._transaction

@@ -63,6 +63,20 @@ def node_bin() -> Path:
     return NODE_BIN
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark what needs PostgreSQL or the npm servers, so `-m "not postgres"` / `-m "not node"`
+    deselect exactly those: tests taking a PostgreSQL fixture or the `db_url[postgres]` case,
+    and tests taking `node_bin`."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        if names & {"pg_url", "pg_base_url"} or params.get("db_url") == "postgres":
+            item.add_marker(pytest.mark.postgres)
+        if "node_bin" in names:
+            item.add_marker(pytest.mark.node)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     """Async tests run on asyncio (the MCP SDK and the drivers use it)."""

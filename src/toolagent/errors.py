@@ -8,9 +8,11 @@ ToolAgentError                      root; the class docstring is the default mes
 │   ├── TemplateError               a template failed to parse or render
 │   ├── ServerConfigError           the mcpServers file is wrong
 │   └── EnvVarMissing               a required environment variable is not set
+├── Unauthenticated                 no valid API key (HTTP 401)
 ├── NotFound                        an agent, run, execution or deliverable does not exist
 ├── PolicyError                     the engine refused before calling anything
 │   ├── PermissionDenied · RateLimited(retry_after_s) · BudgetExceeded · SqlRejected(reasons)
+│   │   └── ExecutionDenied         the gate's refusal, recorded (its execution id)
 ├── ToolCallError                   the call was attempted (or routing failed)
 │   ├── ServerUnavailable · UnknownTool · ArgumentsInvalid
 │   ├── ToolTimedOut · CallCancelled · ToolFailed (server said is_error) · UpstreamError (transport/protocol)
@@ -18,39 +20,73 @@ ToolAgentError                      root; the class docstring is the default mes
 └── StoreError                      database failure, original kept as __cause__
 ```
 
+Each class declares its `code` (a tRPC error code); `ERROR_CODES` maps every code to the HTTP
+status the API answers with and the exit code the CLI ends with — the one table both read.
+
 `ToolCallError` subclasses declare `retryable`, read by the retry layer. Third-party exceptions
-are translated in exactly one place per package (`mcp/source.py`, `sql/guard.py`, `store/db.py`).
+are translated in exactly one place per package (`mcp/pool.py`, `sql/guard.py`, `store/db.py`).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    """How the entry points answer one error code."""
+
+    http_status: int
+    """The HTTP status of the API's answer."""
+    exit_code: int
+    """The CLI's exit code: 1 a run or call failed (or was refused), 2 usage or configuration."""
+
+
+#: tRPC error code -> HTTP status and CLI exit code.
+ERROR_CODES: Final[dict[str, ErrorCode]] = {
+    "BAD_REQUEST": ErrorCode(400, 2),
+    "UNAUTHORIZED": ErrorCode(401, 1),
+    "FORBIDDEN": ErrorCode(403, 1),
+    "NOT_FOUND": ErrorCode(404, 1),
+    "METHOD_NOT_SUPPORTED": ErrorCode(405, 2),
+    "CONFLICT": ErrorCode(409, 1),
+    "TOO_MANY_REQUESTS": ErrorCode(429, 1),
+    "INTERNAL_SERVER_ERROR": ErrorCode(500, 1),
+}
+_INTERNAL: Final = ERROR_CODES["INTERNAL_SERVER_ERROR"]
 
 
 class ToolAgentError(Exception):
     """toolagent failed."""
 
-    #: Exit code used by the CLI for this family of errors.
-    exit_code: ClassVar[int] = 1
-    #: tRPC-style error code used by the HTTP API.
+    #: tRPC-style error code; `ERROR_CODES` gives its HTTP status and exit code.
     code: ClassVar[str] = "INTERNAL_SERVER_ERROR"
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message or (self.__class__.__doc__ or self.__class__.__name__).strip()
         super().__init__(self.message)
 
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code for this error (from `ERROR_CODES`)."""
+        return ERROR_CODES.get(self.code, _INTERNAL).exit_code
+
+    @property
+    def http_status(self) -> int:
+        """The API's HTTP status for this error (from `ERROR_CODES`)."""
+        return ERROR_CODES.get(self.code, _INTERNAL).http_status
+
 
 class UsageError(ToolAgentError):
     """The command or request was used incorrectly."""
 
-    exit_code = 2
     code = "BAD_REQUEST"
 
 
 class ConfigError(ToolAgentError):
     """A configuration could not be loaded."""
 
-    exit_code = 2
     code = "BAD_REQUEST"
 
     def __init__(self, message: str | None = None, *, source: str | None = None, path: str | None = None) -> None:
@@ -113,6 +149,12 @@ class EnvVarMissing(ConfigError):
         super().__init__(f"Required environment variable {name} is not set", source=source)
 
 
+class Unauthenticated(ToolAgentError):
+    """A valid API key is required: send `Authorization: Bearer <key>` or `X-API-Key: <key>`."""
+
+    code = "UNAUTHORIZED"
+
+
 class NotFound(ToolAgentError):
     """The requested object does not exist."""
 
@@ -127,6 +169,26 @@ class PolicyError(ToolAgentError):
 
 class PermissionDenied(PolicyError):
     """The caller is not allowed to run this tool."""
+
+
+class ExecutionDenied(PermissionDenied):
+    """The gate refused the call (FORBIDDEN); it was recorded in history and audit, never sent."""
+
+    def __init__(self, decision: Any, *, tool: str, level: str, risk: str, execution_id: str | None = None) -> None:
+        """Args:
+            decision: The gate's `Decision` (its `code` and `reason`).
+            tool: The qualified tool name.
+            level: The caller's level.
+            risk: The tool's risk.
+            execution_id: The denial's execution record.
+        """
+        self.decision = decision
+        self.denial: str = decision.code or "level"
+        self.tool = tool
+        self.level = level
+        self.risk = risk
+        self.execution_id = execution_id
+        super().__init__(decision.reason)
 
 
 class RateLimited(PolicyError):
@@ -182,7 +244,6 @@ class UnknownTool(ToolCallError):
 class ArgumentsInvalid(ToolCallError):
     """The tool arguments do not match the tool's input schema."""
 
-    exit_code = 2
     code = "BAD_REQUEST"
 
 

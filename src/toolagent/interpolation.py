@@ -5,29 +5,48 @@ one reference keeps the referenced value's type; a reference inside a longer str
 text. Rendering runs in Jinja's sandbox with no globals, so templates reach only the context
 they are given (`payload`, `metadata`, `steps`, `previous`): no Python internals, environment
 variables or files. A reference that does not resolve is an error naming the path, never "".
+
+`<<...>>` is a reference only when what it holds has the shape of one (a name, then a path,
+a filter or nothing: `<<payload.a[0]>>`, `<< steps.x | length >>`), so SQL's `<<` and `>>`
+operators (`1 << 4`, `'10.0.0.0/8' >> inet`, `a << 2 and b >> 3`) stay text; a
+reference-shaped `<<name...>>` whose name is not a root is still an error at load. Write `\<<` for a literal `<<` that
+would otherwise read as a reference: `\<<payload.x>>` renders as `<<payload.x>>`.
+
+Templates are bounded (`TemplateLimits` in `_sandbox.py`): source size at parse time, and
+output size, integer size, string repetition, loop iterations and time while rendering.
+`render_async` renders off the event loop in a worker thread with the same time bound.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import jinja2
 import jinja2.meta
 from jinja2 import nodes
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.environment import TemplateExpression
 
+from ._sandbox import DEFAULT_LIMITS, LimitExceeded, TemplateLimits, bound_tree, build_environment, end_budget
+from ._sandbox import start_budget, uses_reserved_names
 from .errors import TemplateError
 
 #: Names a template may start a reference with.
 TEMPLATE_ROOTS = frozenset({"payload", "metadata", "steps", "previous"})
 
-_ANGLE = re.compile(r"<<(.*?)>>", re.DOTALL)
-_SINGLE = re.compile(r"^\s*(?:\{\{(?P<a>.*?)\}\}|<<(?P<b>.*?)>>)\s*$", re.DOTALL)
-_MARKERS = ("{{", "<<", "{%", "{#")
+#: `<<...>>` holding no `<<`, optionally escaped with a backslash before it.
+_ANGLE = re.compile(r"(\\?)<<((?:(?!<<).)*?)>>", re.DOTALL)
+#: The shape of a `<<...>>` reference: a name, then a path (`.a`, `[0]`), a filter or the end.
+#: Anything else (`<< 2 from t where y >>`, `<<not a ref>>`) is left as text.
+_ANGLE_REFERENCE = re.compile(r"\s*[A-Za-z_]\w*\s*(?:[.\[|]|$)", re.DOTALL)
+_SINGLE = re.compile(r"^\s*\{\{(?P<a>.*?)\}\}\s*$", re.DOTALL)
+_JINJA_MARKERS = ("{{", "{%", "{#")
 
 
 def to_text(value: Any) -> Any:
@@ -39,21 +58,33 @@ def to_text(value: Any) -> Any:
     return value
 
 
-def _environment() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(
-        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=to_text
-    )
-    # No globals: `range`, `dict`, `lipsum`, `cycler`... are not needed by parameter templates.
-    env.globals.clear()
-    return env
+_ENV = build_environment(to_text)
 
 
-_ENV = _environment()
+def _angle_reference(match: re.Match[str]) -> bool:
+    return not match.group(1) and _ANGLE_REFERENCE.match(match.group(2)) is not None
+
+
+def _convert_angles(source: str) -> str:
+    """`<<ref>>` -> `{{ref}}`, `\\<<` -> `<<`; any other `<<...>>` stays as written."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(1):
+            return "<<" + match.group(2) + ">>"
+        return "{{" + match.group(2) + "}}" if _angle_reference(match) else match.group(0)
+
+    # What is left of `\<<` had no closing `>>`; it is still an escaped `<<`.
+    return unescape(_ANGLE.sub(replace, source))
+
+
+def unescape(value: str) -> str:
+    """The literal text of a string that holds no reference (`\\<<` becomes `<<`)."""
+    return value.replace("\\<<", "<<")
 
 
 def is_template(value: str) -> bool:
-    """True when the string holds template markup."""
-    return any(m in value for m in _MARKERS)
+    """True when the string holds template markup: `{{`, `{%`, `{#` or a `<<root...>>` reference."""
+    return any(m in value for m in _JINJA_MARKERS) or any(_angle_reference(m) for m in _ANGLE.finditer(value))
 
 
 def _reference_paths(node: nodes.Node) -> list[list[str]]:
@@ -73,7 +104,9 @@ def _reference_paths(node: nodes.Node) -> list[list[str]]:
 
     def visit(n: nodes.Node) -> None:
         path = chain(n)
-        if path is not None and len(path) > 0 and isinstance(n, (nodes.Getattr, nodes.Getitem, nodes.Name)):
+        # Only paths from a context root: loop variables, `set` names and macro arguments are
+        # the template's own.
+        if path and path[0] in TEMPLATE_ROOTS and isinstance(n, (nodes.Getattr, nodes.Getitem, nodes.Name)):
             paths.append(path)
             return
         for child in n.iter_child_nodes():
@@ -114,27 +147,36 @@ class Template:
     _paths: tuple[tuple[str, ...], ...]
 
     @classmethod
-    def parse(cls, source: str, *, where: str = "") -> Template:
+    def parse(cls, source: str, *, where: str = "", limits: TemplateLimits = DEFAULT_LIMITS) -> Template:
         """Parse a template, checking that every reference starts at a known root.
 
         Raises:
-            TemplateError: the template is malformed or references an unknown root.
+            TemplateError: the template is malformed, too long, or references an unknown root.
         """
-        match = _SINGLE.match(source)
+        if len(source) > limits.max_source_chars:
+            raise TemplateError(
+                f"template is {len(source)} characters long, over the limit of {limits.max_source_chars}",
+                path=where or None,
+            )
+        if uses_reserved_names(source):
+            raise TemplateError(f"template {source[:80]!r} uses a reserved name (_toolagent_...)", path=where or None)
+        text = _convert_angles(source)
+        match = _SINGLE.match(text)
         try:
             if match is not None:
-                expr = (match.group("a") if match.group("a") is not None else match.group("b")).strip()
-                if "}}" in expr or ">>" in expr or "{{" in expr or "<<" in expr:
+                expr = match.group("a").strip()
+                if "}}" in expr or "{{" in expr:
                     match = None
             if match is not None:
                 tree = _ENV.parse("{{ " + expr + " }}")
-                compiled: Any = _ENV.compile_expression(expr, undefined_to_none=False)
+                compiled: Any = _compile_expression(expr)
             else:
-                text = _ANGLE.sub(lambda m: "{{" + m.group(1) + "}}", source)
                 tree = _ENV.parse(text)
-                compiled = _ENV.from_string(text)
+                compiled = _ENV.from_string(bound_tree(_ENV.parse(text)))
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(f"malformed template {source!r}: {exc.message}", path=where or None) from exc
+        except (RecursionError, ValueError, MemoryError) as exc:
+            raise TemplateError(f"template {source[:80]!r} cannot be parsed: {type(exc).__name__}", path=where or None) from exc
         roots = jinja2.meta.find_undeclared_variables(tree)
         unknown = sorted(roots - TEMPLATE_ROOTS)
         if unknown:
@@ -146,29 +188,48 @@ class Template:
         paths = tuple(tuple(p) for p in _reference_paths(tree))
         return cls(source=source, single=match is not None, _compiled=compiled, _paths=paths)
 
-    def render(self, context: Mapping[str, Any], *, where: str = "") -> Any:
-        """Render against `context`.
+    def render(self, context: Mapping[str, Any], *, where: str = "", limits: TemplateLimits = DEFAULT_LIMITS) -> Any:
+        """Render against `context` within `limits` (a render already under way shares its budget).
 
         Raises:
-            TemplateError: a reference is missing or the sandbox refused an operation.
+            TemplateError: a reference is missing, the sandbox refused an operation, or the
+                render went past a bound (the message names the bound and the parameter).
         """
         for path in self._paths:
             ok, why = _resolve(context, list(path))
             if not ok:
                 raise TemplateError(f"template {self.source!r}: {why}", path=where or None)
+        token = start_budget(limits)
         try:
             if self.single:
                 value = self._compiled(**context)
                 if isinstance(value, jinja2.Undefined):
                     value._fail_with_undefined_error()
                 return value
-            return self._compiled.render(**context)
+            return _render_text(self._compiled, context, limits)
+        except LimitExceeded as exc:
+            shown = self.source if len(self.source) <= 80 else self.source[:77] + "..."
+            raise TemplateError(f"template {shown!r} went past a bound: {exc}", path=where or None) from exc
+        except RecursionError as exc:
+            raise TemplateError(f"template {self.source[:80]!r} recursed too deeply", path=where or None) from exc
         except jinja2.exceptions.SecurityError as exc:
             raise TemplateError(f"template {self.source!r} was refused by the sandbox: {exc}", path=where or None) from exc
         except jinja2.UndefinedError as exc:
             raise TemplateError(f"template {self.source!r}: {exc.message}", path=where or None) from exc
         except (TypeError, ValueError, ArithmeticError, LookupError) as exc:
             raise TemplateError(f"template {self.source!r} failed: {exc}", path=where or None) from exc
+        finally:
+            end_budget(token)
+
+    async def render_async(
+        self, context: Mapping[str, Any], *, where: str = "", limits: TemplateLimits = DEFAULT_LIMITS
+    ) -> Any:
+        """`render` in a worker thread, so the event loop keeps serving while it runs.
+
+        Raises:
+            TemplateError: as `render`, and when the render outlasts `limits.time_s`.
+        """
+        return await _off_loop(functools.partial(self.render, context, where=where, limits=limits), limits, where)
 
 
 @dataclass(frozen=True)
@@ -178,13 +239,21 @@ class ParamsTemplate:
     value: Any
 
     @classmethod
-    def parse(cls, params: Any, *, where: str = "") -> ParamsTemplate:
+    def parse(cls, params: Any, *, where: str = "", limits: TemplateLimits = DEFAULT_LIMITS) -> ParamsTemplate:
         """Parse every template string inside `params` (dicts and lists are walked)."""
-        return cls(_parse_tree(params, where))
+        return cls(_parse_tree(params, where, limits))
 
-    def render(self, context: Mapping[str, Any]) -> Any:
-        """A fresh parameter object with every template rendered."""
-        return _render_tree(self.value, context)
+    def render(self, context: Mapping[str, Any], *, limits: TemplateLimits = DEFAULT_LIMITS) -> Any:
+        """A fresh parameter object with every template rendered; all of them share one budget."""
+        token = start_budget(limits)
+        try:
+            return _render_tree(self.value, context)
+        finally:
+            end_budget(token)
+
+    async def render_async(self, context: Mapping[str, Any], *, limits: TemplateLimits = DEFAULT_LIMITS) -> Any:
+        """`render` in a worker thread, bounded by `limits.time_s` (see `Template.render_async`)."""
+        return await _off_loop(functools.partial(self.render, context, limits=limits), limits, "")
 
     def references(self) -> set[str]:
         """Dotted references used anywhere in the parameters."""
@@ -199,14 +268,49 @@ class _Located:
     where: str
 
 
-def _parse_tree(value: Any, where: str) -> Any:
+def _parse_tree(value: Any, where: str, limits: TemplateLimits) -> Any:
     if isinstance(value, str):
-        return _Located(Template.parse(value, where=where), where) if is_template(value) else value
+        if is_template(value):
+            return _Located(Template.parse(value, where=where, limits=limits), where)
+        return unescape(value)
     if isinstance(value, Mapping):
-        return {k: _parse_tree(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+        return {k: _parse_tree(v, f"{where}.{k}" if where else str(k), limits) for k, v in value.items()}
     if isinstance(value, list):
-        return [_parse_tree(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_parse_tree(v, f"{where}[{i}]", limits) for i, v in enumerate(value)]
     return value
+
+
+def _compile_expression(expr: str) -> TemplateExpression:
+    """Jinja's `compile_expression`, with the tree rewritten by `bound_tree` first."""
+    parser = jinja2.parser.Parser(_ENV, expr, state="variable")
+    body = parser.parse_expression()
+    if not parser.stream.eos:
+        raise jinja2.TemplateSyntaxError("chunk after expression", parser.stream.current.lineno, None, None)
+    tree = nodes.Template([nodes.Assign(nodes.Name("result", "store"), body, lineno=1)], lineno=1)
+    tree.set_environment(_ENV)
+    return TemplateExpression(_ENV.from_string(bound_tree(tree)), undefined_to_none=False)
+
+
+def _render_text(template: jinja2.Template, context: Mapping[str, Any], limits: TemplateLimits) -> str:
+    """Render piece by piece, stopping as soon as the text passes `max_output_chars`."""
+    parts: list[str] = []
+    size = 0
+    for piece in template.generate(**context):
+        size += len(piece)
+        if size > limits.max_output_chars:
+            raise LimitExceeded(f"output is over {limits.max_output_chars} characters (max_output_chars)")
+        parts.append(piece)
+    return "".join(parts)
+
+
+async def _off_loop(render: Any, limits: TemplateLimits, where: str) -> Any:
+    # The render checks its own deadline between operations; this bound (with a margin) only
+    # frees the caller if one operation overruns. The thread then finishes on its own.
+    try:
+        with anyio.fail_after(limits.time_s + 1.0):
+            return await anyio.to_thread.run_sync(render, abandon_on_cancel=True)
+    except TimeoutError as exc:
+        raise TemplateError(f"rendering took longer than {limits.time_s:g} s (time_s)", path=where or None) from exc
 
 
 def _render_tree(value: Any, context: Mapping[str, Any]) -> Any:

@@ -14,7 +14,7 @@ import pytest
 from api_harness import LiveServer, User, live_server, probe_servers, provision
 from conftest import REPO_ROOT
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.node]
 
 NODE_DIR = REPO_ROOT / "tests" / "node"
 SCRIPT = NODE_DIR / "trpc_client_check.mjs"

@@ -257,7 +257,9 @@ def test_lifecycle_log_lines_on_request_with_the_execution_context(env: dict[str
                   if line.startswith("{") and json.loads(line).get("event") == "execution_finished"]
     assert (finished["logger"], finished["level"], finished["tool"], finished["user"], finished["status"]) == (
         "toolagent.lifecycle", "info", "probe/echo", "basic", "success")
-    assert re.fullmatch(r"exec_\w+", finished["execution_id"]) and finished["execution_id"] in stderr.splitlines()[0]
+    # The command's first report line names the execution (a slow server start may print a line before it).
+    report = next(line for line in stderr.splitlines() if not line.startswith("starting MCP server"))
+    assert re.fullmatch(r"exec_\w+", finished["execution_id"]) and finished["execution_id"] in report
     code, _, stderr = invoke(env, "--user", "basic", "tools", "call", "probe/make-number", "--args", '{"value": 1}')
     [denied] = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]  # one line, not two
     assert (denied["level"], denied["event"], denied["user"], denied["tool"]) == (
@@ -355,6 +357,13 @@ def test_a_killed_build_is_closed_as_interrupted(env: dict[str, str],
     assert (shown["status"], shown["error"]) == ("failed", error)
     assert [(s["tool"], s["status"], s["error"]) for s in shown["steps"]] == [
         ("probe/sleep", "failed", error), ("probe/echo", "skipped", None)]
+    code, stdout, stderr = invoke(env, "--json", "deliverables", "show", run_id)
+    assert code == 0, stderr
+    deliverable = json.loads(stdout)
+    assert deliverable["type"] == "interrupted-run" and deliverable["metadata"]["interrupted"] is True
+    assert deliverable["data"]["error"] == error
+    assert [(r["tool"], r["status"]) for r in deliverable["data"]["results"]] == [
+        ("probe/sleep", "failed"), ("probe/echo", "skipped")]
     code, stdout, _ = invoke(env, "--user", "basic", "--json", "history")
     [sleep] = json.loads(stdout)["executions"]
     assert (sleep["toolName"], sleep["status"], sleep["runId"]) == ("probe/sleep", "failed", run_id)

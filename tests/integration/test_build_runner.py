@@ -17,8 +17,10 @@ from toolagent.agents.loaders import LoadedAgent
 from toolagent.errors import DefinitionInvalid, UnknownTool, UsageError
 from toolagent.mcp.config import ServersConfig
 from toolagent.mcp.pool import ServerPool
-from toolagent.runs import BuildRunner, RunOutcome, plan_build
+from toolagent.runs import RunOutcome, plan_build
 from toolagent.store import open_store
+from toolagent.testing import test_runtime
+from toolagent.tools.base import CallContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -36,16 +38,16 @@ async def run_build(
 ) -> tuple[RunOutcome, Any]:
     async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store:
         plan = plan_build(agent(configuration), overrides)
-        async with ServerPool(config) as pool:
+        async with test_runtime(store, ServerPool(config)) as (runtime, me):
             with anyio.fail_after(60):
-                outcome = await BuildRunner(pool, store, default_timeout_s=20).run(plan, payload, user="tester")
+                outcome = await runtime.runner(CallContext(me), default_timeout_s=20).run(plan, payload)
         steps = await store.runs.get_steps(outcome.run_id)
         run_row = await store.runs.get_run(outcome.run_id)
         deliverable = await store.runs.get_deliverable(outcome.deliverable["id"])
     return outcome, (run_row, steps, deliverable)
 
 
-async def test_sequential_chaining_by_reference_and_implicitly(tmp_path: Path) -> None:
+async def test_sequential_chaining_by_reference_and_implicitly(tmp_path: Path, node_bin: Path) -> None:
     config = servers(probe=probe_config(), everything=node_config("mcp-server-everything", "stdio"))
     outcome, (run_row, steps, deliverable) = await run_build(tmp_path, config, {
         "tools": ["probe/make-number", "probe/double", "probe/echo", "everything/echo"],
@@ -174,7 +176,7 @@ async def test_streamable_http_server(tmp_path: Path) -> None:
     assert steps[1].result["structuredContent"]["value"] == 8
 
 
-async def test_filesystem_server_reads_a_file(tmp_path: Path) -> None:
+async def test_filesystem_server_reads_a_file(tmp_path: Path, node_bin: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
     (root / "note.txt").write_text("hello from disk")
@@ -189,8 +191,9 @@ async def test_server_lost_mid_run_fails_cleanly_and_next_run_reconnects(tmp_pat
     log = tmp_path / "probe.log"
     config = servers(probe=probe_config(log))
     async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store:
-        async with ServerPool(config) as pool:
-            runner = BuildRunner(pool, store, default_timeout_s=20)
+        async with test_runtime(store, ServerPool(config)) as (runtime, me):
+            pool = runtime.pool
+            runner = runtime.runner(CallContext(me), default_timeout_s=20)
             crash = plan_build(agent({"tools": ["probe/echo", "probe/crash", "probe/add"],
                                       "toolParams": {"probe/echo": {"text": "a"}, "probe/add": {"a": 1, "b": 1}}}))
             with anyio.fail_after(20):
@@ -213,8 +216,9 @@ async def test_server_lost_mid_run_fails_cleanly_and_next_run_reconnects(tmp_pat
 async def test_one_session_per_server_is_reused_across_runs(tmp_path: Path) -> None:
     config = servers(probe=probe_config())
     async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store:
-        async with ServerPool(config) as pool:
-            runner = BuildRunner(pool, store)
+        async with test_runtime(store, ServerPool(config)) as (runtime, me):
+            pool = runtime.pool
+            runner = runtime.runner(CallContext(me))
             plan = plan_build(agent({"tools": ["probe/pid"]}))
             pids = {(await runner.run(plan)).steps[0].result.structured["value"] for _ in range(3)}
             assert len(pids) == 1 and pool.connects == 1
@@ -225,8 +229,8 @@ async def test_one_session_per_server_is_reused_across_runs(tmp_path: Path) -> N
 async def test_cancelling_a_run_records_cancelled_steps(tmp_path: Path) -> None:
     log = tmp_path / "probe.log"
     async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store:
-        async with ServerPool(servers(probe=probe_config(log))) as pool:
-            runner = BuildRunner(pool, store)
+        async with test_runtime(store, ServerPool(servers(probe=probe_config(log)))) as (runtime, me):
+            runner = runtime.runner(CallContext(me))
             plan = plan_build(agent({"tools": ["probe/sleep", "probe/echo"],
                                      "toolParams": {"probe/sleep": {"seconds": 30}, "probe/echo": {"text": "x"}}}))
             result: list[RunOutcome] = []

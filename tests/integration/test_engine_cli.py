@@ -126,8 +126,8 @@ def test_history_executions_and_metrics(db: str) -> None:
     code, stdout, _ = invoke("--db", db, "--user", "root", "--json", "metrics", "--tool", "fs/read")
     assert json.loads(stdout)["registryMetrics"]["totalInvocations"] == 3
     code, stdout, _ = invoke("--db", db, "--user", "root", "metrics", "--prometheus")
-    assert code == 0 and 'tool_execution_total{tool="fs/read",category="file",status="success"} 3' in stdout
-    assert 'tool_permission_denied_total{tool="sh/run",reason="level"} 1' in stdout
+    assert code == 0 and 'tool_execution_total{category="file",status="success",tool="fs/read"} 3.0' in stdout
+    assert 'tool_permission_denied_total{reason="level",tool="sh/run"} 1.0' in stdout
     code, stdout, _ = invoke("--db", db, "--user", "root", "metrics")
     assert code == 0 and "most used: fs/read (3)" in stdout
 

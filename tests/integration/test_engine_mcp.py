@@ -20,8 +20,8 @@ from toolagent.agents.loaders import LoadedAgent
 from toolagent.engine import Engine, EngineConfig
 from toolagent.engine.events import Event
 from toolagent.mcp.pool import ServerPool
-from toolagent.runs import BuildRunner, plan_build
-from toolagent.runs.executor import engine_executor
+from toolagent.runs import plan_build
+from toolagent.tools.base import CallContext
 from toolagent.store import Store, open_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -44,10 +44,8 @@ async def server_saw_cancellation(log: Path) -> None:
 async def setup(tmp_path: Path, log: Path) -> AsyncIterator[tuple[Store, ServerPool, Engine]]:
     config = servers(probe=probe_config(log, trusted=True))
     async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, ServerPool(config) as pool, \
-            Engine(store, config=EngineConfig(cancel_poll_ms=100)) as engine:
-        specs, errors = await pool.all_tools()
-        assert not errors
-        engine.registry.update(specs)
+            Engine(store, config=EngineConfig(cancel_poll_ms=100), pool=pool) as engine:
+        assert not await engine.catalogue.refresh()
         yield store, pool, engine
 
 
@@ -76,7 +74,7 @@ async def test_build_run_through_the_engine(tmp_path: Path) -> None:
     async with setup(tmp_path, log) as (store, pool, engine):
         me = await engine.principals.add_user("bob", level="execute_basic")
         assert engine.registry.require("probe/fail").risk == "dangerous"  # no hints: MCP's default is destructive
-        runner = BuildRunner(pool, store, executor=engine_executor(engine, pool, me))
+        runner = engine.runner(CallContext(me))
         plan = plan_build(agent({"tools": ["probe/echo", "probe/fail"], "stopOnError": False,
                                  "toolParams": {"probe/echo": {"text": "hi"}}}), None)
         with anyio.fail_after(30):
@@ -101,7 +99,7 @@ async def test_cancel_run_from_another_engine(tmp_path: Path) -> None:
             started.set()
 
         engine.events.subscribe(on_started, types=["execution_started"])
-        runner = BuildRunner(pool, store, executor=engine_executor(engine, pool, me))
+        runner = engine.runner(CallContext(me))
         plan = plan_build(agent({"tools": ["probe/sleep", "probe/echo"],
                                  "toolParams": {"probe/sleep": {"seconds": 30, "tag": "long"}, "probe/echo": {"text": "x"}}}),
                           None)

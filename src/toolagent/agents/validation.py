@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import DefinitionInvalid, Problem, TemplateError
 from ..interpolation import ParamsTemplate
 from .models import NAMESPACE_SEPARATOR, AgentDef
+from .yaml_loader import YamlTooLarge, safe_load
 
 MSG_NO_TOOLS = "No tools configured for this agent"
 
@@ -44,7 +45,9 @@ def parse_document(text: str, *, source: str | None = None) -> Any:
                 [Problem("", f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")], source=source
             ) from exc
     try:
-        return yaml.safe_load(text)
+        return safe_load(text)
+    except YamlTooLarge as exc:
+        raise DefinitionInvalid([Problem("", f"YAML refused: {exc}")], source=source) from exc
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

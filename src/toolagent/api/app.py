@@ -10,10 +10,8 @@ from outside the monitoring network: the figures name tools and users.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal, get_args
 
 from fastapi import APIRouter, FastAPI, Request, Response
@@ -21,13 +19,15 @@ from fastapi.responses import JSONResponse
 from starlette.routing import BaseRoute, Match
 
 from .. import __version__
-from ..engine.prometheus import CONTENT_TYPE, DEFAULT_BUCKETS_S, Histogram, PromHttpFigures, render
+from ..engine.prometheus import CONTENT_TYPE, HttpMetrics, render
 from ..errors import ConfigError, PermissionDenied
 from ..mcp.config import ServersConfig
+from ..settings import Settings
 from . import errors
 from .auth import current_caller
 from .body_limit import BodyLimit, max_body_bytes_from_env
 from .edge import EdgeCheck
+from .docs import install_docs
 from .services import Services, open_services
 
 #: What the API says about itself in /openapi.json.
@@ -52,20 +52,19 @@ def metrics_auth_from_env() -> MetricsAuth:
     Raises:
         ConfigError: any other value.
     """
-    value = (os.environ.get(METRICS_AUTH_ENV) or DEFAULT_METRICS_AUTH).strip().lower()
+    value = (Settings.from_env().metrics_auth or DEFAULT_METRICS_AUTH).strip().lower()
     if value not in get_args(MetricsAuth):
         raise ConfigError(f"{METRICS_AUTH_ENV}={value!r}: expected one of {', '.join(get_args(MetricsAuth))}")
     return value  # type: ignore[return-value]
 
 
-def create_app(*, db: str | None = None, servers: ServersConfig | None = None, engine_factory: Any = None,
+def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
                metrics_auth: MetricsAuth | None = None, max_body_bytes: int | None = None) -> FastAPI:
     """Build the app; the store and MCP servers open when it starts.
 
     Args:
         db: store URL (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file).
         servers: MCP server config (default: the usual lookup of `mcp.json`).
-        engine_factory: `callable(store) -> engine`; default: the execution engine with its config.
         metrics_auth: who may read /metrics: `none` (anyone), `key` (any valid API key), `admin`
             (an admin's key); default `TOOLAGENT_METRICS_AUTH`, else `none`.
         max_body_bytes: largest request body accepted (413 above it); default
@@ -84,13 +83,12 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None, e
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_services(db, config) as svc:
-            factory = engine_factory or _default_engine
-            async with factory(svc) as engine:
-                svc.engine = engine
-                app.state.services = svc
-                yield
+            app.state.services = svc
+            yield
 
-    app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
+    install_docs(app)
     routes: list[BaseRoute] = []
     errors.install(app)
     # Outermost last: the size cap applies before the edge checks read the body.
@@ -150,9 +148,8 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None, e
             caller = await current_caller(request)
             if metrics_auth == "admin" and not caller.is_admin:
                 raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may not read /metrics: requires admin")
-        snapshot = (await svc.engine.metrics()).to_prometheus(await _discovery(svc))
-        snapshot = dataclasses.replace(snapshot, http=request.app.state.http_metrics.figures())
-        return Response(render(snapshot), media_type=CONTENT_TYPE)
+        snapshot = (await svc.runtime.metrics()).to_prometheus(await _discovery(svc))
+        return Response(render(snapshot, http=request.app.state.http_metrics), media_type=CONTENT_TYPE)
 
     from .routes_agents import router as agents_router
 
@@ -185,17 +182,6 @@ def _include_optional_routers(app: FastAPI) -> list[APIRouter]:
     return [tools_router, trpc_router]
 
 
-@contextlib.asynccontextmanager
-async def _default_engine(svc: Services) -> AsyncIterator[Any]:
-    from ..engine import Engine, EngineConfig
-
-    engine = Engine(svc.store, config=EngineConfig.load())
-    async with engine:
-        specs, _ = await svc.pool.all_tools()
-        engine.registry.update(specs)
-        yield engine
-
-
 async def _discovery(svc: Services) -> dict[str, int]:
     """Per stored agent (`org/slug`), how many of its tools the engine has registered and enabled."""
     from ..agents import load_record
@@ -206,50 +192,6 @@ async def _discovery(svc: Services) -> dict[str, int]:
             tools = load_record(record).definition.configuration.tools
         except Exception:  # noqa: BLE001 - an invalid stored definition discovers nothing
             continue
-        entries = (svc.engine.registry.get(name) for name in tools)
+        entries = (svc.runtime.catalogue.get(name) for name in tools)
         counts[record.ref] = sum(1 for entry in entries if entry is not None and entry.enabled)
     return counts
-
-
-@dataclasses.dataclass
-class _Series:
-    """Requests of one method, route and status: how many, and their durations bucketed."""
-
-    per_bucket: list[int]
-    """Observations per bound (not cumulative); the last slot is `+Inf`."""
-    sum_s: float = 0.0
-    count: int = 0
-
-
-class HttpMetrics:
-    """Request counts and latency histograms per method, route template and status, for /metrics.
-
-    Observations are bucketed as they come, so memory stays bounded by the number of series and
-    counts never stop growing between scrapes.
-    """
-
-    def __init__(self, buckets_s: Sequence[float] = DEFAULT_BUCKETS_S) -> None:
-        self.buckets_s = tuple(buckets_s)
-        self._series: dict[tuple[str, str, int], _Series] = {}
-
-    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        """Count one request that took `seconds`."""
-        series = self._series.get((method, route, status))
-        if series is None:
-            series = self._series[(method, route, status)] = _Series([0] * (len(self.buckets_s) + 1))
-        index = next((i for i, bound in enumerate(self.buckets_s) if seconds <= bound), len(self.buckets_s))
-        series.per_bucket[index] += 1
-        series.sum_s += seconds
-        series.count += 1
-
-    def figures(self) -> list[PromHttpFigures]:
-        """The series as `toolagent.engine.prometheus.render` takes them."""
-        out = []
-        for (method, route, status), series in sorted(self._series.items()):
-            cumulative, running = [], 0
-            for n in series.per_bucket[:-1]:
-                running += n
-                cumulative.append(running)
-            histogram = Histogram(self.buckets_s, tuple(cumulative), series.sum_s, series.count)
-            out.append(PromHttpFigures(method, route, status, series.count, histogram=histogram))
-        return out

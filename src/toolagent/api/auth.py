@@ -7,16 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from ..errors import ToolAgentError
+from ..errors import ToolAgentError, Unauthenticated
 from ..runs import BuildRunner
-from ..runs.executor import engine_executor
+from ..tools.base import CallContext
 from .services import Services
-
-
-class Unauthorized(ToolAgentError):
-    """A valid API key is required: send `Authorization: Bearer <key>` or `X-API-Key: <key>`."""
-
-    code = "UNAUTHORIZED"
 
 
 @dataclass(frozen=True)
@@ -51,28 +45,22 @@ class Caller:
         """Every level but `view_only` may create and update agents (deleting needs admin)."""
         return self.level != "view_only"
 
-    def runner(self, svc: Services) -> BuildRunner:
-        """A runner whose every step goes through `engine.execute` as this caller: the level x risk
-        gate, the agent's tool list, this API key's scope and revocation, rate limit and budget,
-        history, audit, timeout and cancellation by id.
+    @property
+    def context(self) -> CallContext:
+        """The call context of this caller's tool calls (principal and API key)."""
+        return CallContext(self.principal, api_key=self.api_key)
 
-        Raises:
-            ToolAgentError: (500) the server has no engine: steps never run ungated.
-        """
-        if svc.engine is None:
-            raise ToolAgentError("the server has no execution engine: BUILD runs are unavailable")
-        executor = engine_executor(svc.engine, svc.pool, self.principal, api_key=self.api_key)
-        base = svc.runner
-        return BuildRunner(svc.pool, svc.store, executor=executor, default_timeout_s=base.default_timeout_s,
-                           max_concurrency=base.max_concurrency, flow_cap=base.flow_cap)
+    def runner(self, svc: Services) -> BuildRunner:
+        """A runner whose every step goes through the runtime's tool stack as this caller: the level
+        x risk gate, the agent's tool list, this API key's scope and revocation, rate limit and
+        budget, history, audit, timeout and cancellation by id."""
+        return svc.runtime.runner(self.context)
 
     async def cancel_run(self, svc: Services, run_id: str) -> list[str]:
         """Cancel a run's running executions wherever they run (another process included) and flag the
         run so its later steps end cancelled; returns the ids of the executions asked to stop (at
         once: the caller waits for the run itself)."""
-        if svc.engine is None:
-            return []
-        return list(await svc.engine.cancel_run(run_id, self.principal, wait_s=0))
+        return list(await svc.runtime.cancel_run(run_id, self.principal, wait_s=0))
 
 
 def _raw_key(request: Request) -> str | None:
@@ -90,12 +78,12 @@ async def current_caller(request: Request) -> Caller:
     svc: Services = request.app.state.services
     raw = _raw_key(request)
     if raw is None:
-        raise Unauthorized()
+        raise Unauthenticated()
     try:
-        principal, api_key = await svc.engine.principals.authenticate_key(raw)
+        principal, api_key = await svc.runtime.principals.authenticate_key(raw)
     except ToolAgentError as exc:
         if getattr(exc, "code", "") in ("UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND"):
-            raise Unauthorized(f"invalid API key: {exc.message}") from exc
+            raise Unauthenticated(f"invalid API key: {exc.message}") from exc
         raise
     request.state.caller = Caller(principal, api_key)
     return request.state.caller  # type: ignore[no-any-return]

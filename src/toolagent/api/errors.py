@@ -1,4 +1,4 @@
-"""toolagent's error tree -> HTTP statuses, in one table; never a stack trace in a response."""
+"""toolagent's error tree -> HTTP answers, through `errors.ERROR_CODES`; never a stack trace in a response."""
 
 from __future__ import annotations
 
@@ -10,21 +10,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import RateLimited, ToolAgentError
+from ..errors import ERROR_CODES, RateLimited, ToolAgentError
 
 log = logging.getLogger(__name__)
 
-#: tRPC error codes (appendix A.2) and their HTTP statuses.
-STATUS_BY_CODE: dict[str, int] = {
-    "BAD_REQUEST": 400,
-    "UNAUTHORIZED": 401,
-    "FORBIDDEN": 403,
-    "NOT_FOUND": 404,
-    "METHOD_NOT_SUPPORTED": 405,
-    "CONFLICT": 409,
-    "TOO_MANY_REQUESTS": 429,
-    "INTERNAL_SERVER_ERROR": 500,
-}
+#: tRPC error code -> HTTP status (read off the error table).
+STATUS_BY_CODE: dict[str, int] = {code: answer.http_status for code, answer in ERROR_CODES.items()}
 
 
 def error_code(exc: ToolAgentError) -> str:

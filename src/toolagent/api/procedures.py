@@ -12,345 +12,32 @@ in milliseconds, times as ISO 8601 strings in UTC.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import math
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import anyio
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..engine import Execution, HistoryQuery, LimitStatus
-from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
-from ..engine.events import Event
 from ..engine.permissions import ExecutionDenied
-from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, MIN_LIMIT
+from ..engine.registry import ToolEntry
 from ..errors import (
-    BudgetExceeded, CallCancelled, NotFound, RateLimited, StoreError, ToolAgentError, ToolFailed, UnknownTool,
-    UsageError,
+    ArgumentsInvalid, BudgetExceeded, CallCancelled, NotFound, RateLimited, StoreError, ToolAgentError, ToolFailed,
+    UnknownTool, UsageError,
 )
-from ..mcp.pool import check_arguments
-from ..tools.spec import ToolResult, ToolSpec, split_name
+from ..status import CallStatus, ExecutionStatus, StepStatus
+from ..tools.base import CallContext, CallOutcome
+from ..tools.spec import split_name
 from .auth import Caller
+from .procedure_models import *  # noqa: F403 - the inputs and outputs are part of this module's names
+from .procedure_models import _Input
 from .services import Services
 
 log = logging.getLogger(__name__)
-
-Category = Literal["browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent"]
-Status = Literal["running", "success", "failed", "cancelled"]
-
-
-# -- inputs ------------------------------------------------------------------------------------
-
-
-def _iso_only(value: Any) -> Any:
-    # pydantic would also take numbers (and numeric strings) as Unix times; the API promises ISO 8601.
-    if isinstance(value, str):
-        try:
-            datetime.fromisoformat(value)
-        except ValueError:
-            raise ValueError(f"{value!r} is not an ISO 8601 date or date-time, e.g. 2025-01-31T12:00:00Z") from None
-        return value
-    if isinstance(value, datetime):
-        return value
-    raise ValueError("expected an ISO 8601 date or date-time string")
-
-
-IsoDateTime = Annotated[datetime, BeforeValidator(_iso_only)]
-
-
-class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class ListToolsInput(_Input):
-    """listTools: discovery filters."""
-
-    category: Category | None = Field(default=None, description="Only tools of this category.")
-    tags: list[str] = Field(default_factory=list, description="Only tools carrying every one of these tags.")
-    includeDeprecated: bool = Field(default=False, description="Keep deprecated tools (left out by default).")
-    search: str | None = Field(default=None, max_length=200, description="Substring of the name, title or description.")
-
-
-class ExecutionContextInput(_Input):
-    """The caller's execution context, stored with the execution."""
-
-    sessionId: str | None = Field(default=None, max_length=200, description="The caller's session id.")
-    metadata: dict[str, Any] | None = Field(default=None, description="Free-form metadata (stored redacted).")
-
-
-class ExecuteToolInput(_Input):
-    """executeTool: what to run, with which arguments, for how long at most."""
-
-    name: str = Field(min_length=1, max_length=300, description="Qualified tool name `server/tool`, e.g. `file/read`.")
-    arguments: dict[str, Any] = Field(default_factory=dict, description="Tool arguments, checked against its input schema.")
-    timeout: int | None = Field(
-        default=None, ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS,
-        description="Milliseconds, 1000..300000; default: the tool's server config, else the engine's default.",
-    )
-    context: ExecutionContextInput | None = Field(default=None, description="Session id and metadata.")
-    async_: bool = Field(
-        default=False, alias="async",
-        description="Answer 202 with the execution id at once and run in the background (poll getToolStatus).",
-    )
-
-
-class ExecutionIdInput(_Input):
-    """getToolStatus / cancelToolExecution: one execution."""
-
-    executionId: str = Field(min_length=1, max_length=100, description="`exec_...` id from executeTool.")
-
-
-class HistoryInput(_Input):
-    """getToolHistory: filters and paging."""
-
-    toolName: str | None = Field(default=None, max_length=300, description="Only this qualified tool.")
-    category: Category | None = Field(default=None, description="Only this category.")
-    limit: int = Field(default=DEFAULT_LIMIT, ge=MIN_LIMIT, le=MAX_LIMIT, description="Page size, 1..100.")
-    offset: int = Field(default=0, ge=0, le=MAX_OFFSET, description=f"Rows to skip, 0..{MAX_OFFSET}.")
-    status: Status | None = Field(default=None, description="Only this status.")
-    startDate: IsoDateTime | None = Field(default=None, description="Started at or after (UTC when no zone is given).")
-    endDate: IsoDateTime | None = Field(default=None, description="Started before (UTC when no zone is given).")
-    allUsers: bool = Field(default=False, description="Everyone's executions (admins only).")
-    userId: str | None = Field(default=None, max_length=200, description="One user's executions (admins only).")
-
-
-class MetricsInput(_Input):
-    """getToolMetrics: all tools, or one."""
-
-    toolName: str | None = Field(default=None, max_length=300, description="One tool's figures as `registryMetrics`.")
-
-
-class ToolNameInput(_Input):
-    """getToolDetails: one tool."""
-
-    name: str = Field(min_length=1, max_length=300, description="Qualified tool name.")
-
-
-class NoInput(_Input):
-    """getActiveExecutions takes no input."""
-
-
-# -- outputs (documentation and schema checks; the dicts are built by the engine's to_json) ------
-
-
-class _Output(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class ToolOut(_Output):
-    """A registered tool."""
-
-    name: str
-    description: str
-    inputSchema: dict[str, Any]
-    category: str
-    risk: str
-    riskSource: str
-    tags: list[str]
-    version: str | None
-    deprecated: bool
-    enabled: bool
-    server: str
-    title: str | None
-    outputSchema: dict[str, Any] | None = None
-    runnable: bool | None = None
-
-
-class ListToolsOutput(_Output):
-    """listTools."""
-
-    success: bool
-    tools: list[ToolOut]
-    categorizedTools: dict[str, list[ToolOut]]
-    totalCount: int
-    categories: list[str]
-
-
-class ToolResultOut(_Output):
-    """What a tool returned."""
-
-    isError: bool
-    structuredContent: dict[str, Any] | None
-    content: list[dict[str, Any]]
-    text: str
-
-
-class ExecutionOut(_Output):
-    """One execution (getToolStatus, history, active)."""
-
-    id: str
-    toolName: str
-    category: str
-    risk: str
-    status: Status
-    userId: str
-    level: str | None
-    apiKeyId: str | None
-    sessionId: str | None
-    runId: str | None
-    metadata: dict[str, Any] | None
-    arguments: Any
-    timeout: int | None
-    startTime: datetime
-    endTime: datetime | None
-    executionTime: float | None
-    result: ToolResultOut | None
-    error: str | None
-    reason: str | None
-    denied: bool
-    denial: str | None
-    runningTime: float | None = None
-    cancelRequestedBy: str | None = None
-
-
-class ExecuteToolOutput(_Output):
-    """executeTool, waited for."""
-
-    success: bool
-    executionId: str
-    status: Status
-    result: ToolResultOut | None
-    toolName: str
-    executionTime: float | None
-    timestamp: datetime
-
-
-class ExecutionLinks(_Output):
-    """Where to follow an execution started in the background."""
-
-    status: str
-    cancel: str
-
-
-class ExecuteAcceptedOutput(_Output):
-    """executeTool with `async: true` (HTTP 202)."""
-
-    success: bool
-    executionId: str
-    status: Status
-    toolName: str
-    timestamp: datetime
-    links: ExecutionLinks
-
-
-class ToolStatusOutput(_Output):
-    """getToolStatus."""
-
-    success: bool
-    execution: ExecutionOut
-
-
-class CancelOutput(_Output):
-    """cancelToolExecution."""
-
-    success: bool
-    executionId: str
-    status: Status
-    message: str
-    timestamp: datetime
-
-
-class ActiveOutput(_Output):
-    """getActiveExecutions."""
-
-    success: bool
-    executions: list[ExecutionOut]
-    count: int
-
-
-class StatsOut(_Output):
-    """History statistics."""
-
-    total: int
-    success: int
-    failed: int
-    cancelled: int
-    averageExecutionTime: float
-
-
-class HistoryOutput(_Output):
-    """getToolHistory."""
-
-    success: bool
-    executions: list[ExecutionOut]
-    totalCount: int
-    limit: int
-    offset: int
-    stats: StatsOut
-
-
-class UserStatsOut(_Output):
-    """A user's own figures."""
-
-    totalExecutions: int
-    successfulExecutions: int
-    failedExecutions: int
-    averageExecutionTime: float
-    cancelledExecutions: int | None = None
-    lastExecuted: datetime | None = None
-
-
-class ToolMetricsOut(_Output):
-    """One tool's figures."""
-
-    tool: str
-    category: str
-    totalInvocations: int
-    successfulInvocations: int
-    failedInvocations: int
-    cancelledInvocations: int
-    averageExecutionTime: float
-    lastInvoked: datetime | None
-
-
-class ToolCount(_Output):
-    """A tool and how often it ran."""
-
-    tool: str
-    count: int
-
-
-class MetricsOutput(_Output):
-    """getToolMetrics."""
-
-    success: bool
-    registryMetrics: dict[str, Any]
-    activeExecutions: int
-    userStats: UserStatsOut | None
-    categoryStats: dict[str, int]
-    toolUsageStats: dict[str, int]
-    mostUsedTools: list[ToolCount]
-    timestamp: datetime
-
-
-class ToolDetailsOutput(_Output):
-    """getToolDetails."""
-
-    success: bool
-    tool: ToolOut
-    metrics: ToolMetricsOut
-    userStats: UserStatsOut
-
-
-class ErrorInfo(BaseModel):
-    """What went wrong."""
-
-    code: str = Field(description="BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND, TOO_MANY_REQUESTS, INTERNAL_SERVER_ERROR.")
-    message: str = Field(description="What to change.")
-    details: Any = Field(default=None, description="Invalid fields, or the execution a failure or refusal belongs to.")
-
-
-class ErrorOutput(BaseModel):
-    """Every error response."""
-
-    success: bool
-    error: ErrorInfo
-
 
 # -- the reply ---------------------------------------------------------------------------------
 
@@ -408,58 +95,27 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
-async def tool_spec(svc: Services, name: str) -> ToolSpec:
-    """The spec of a tool by qualified name: the registry's, else the pool's (tools added since start).
+async def tool_entry(svc: Services, name: str) -> ToolEntry:
+    """A tool by qualified name, through the catalogue (tools added since start included).
 
     Raises:
         NotFound: no such tool.
     """
-    entry = svc.engine.registry.get(name)
-    if entry is not None:
-        return entry.spec  # type: ignore[no-any-return]
     namespace, tool = split_name(name)
     if not tool or namespace not in svc.pool.server_names:
         raise NotFound(f"tool '{name}' not found: list the tools with GET /api/tools (names are `server/tool`)")
     try:
-        return await svc.pool.tool_spec(name)
+        return await svc.runtime.tools.resolve(name)
     except UnknownTool as exc:
         raise NotFound(f"tool '{name}' not found: {exc.message}") from exc
 
 
 async def _limit_headers(svc: Services, caller: Caller, tool: str) -> dict[str, str]:
     try:
-        return limit_headers(await svc.engine.limit_status(caller.principal, tool=tool))
+        return limit_headers(await svc.runtime.limit_status(caller.principal, tool=tool))
     except StoreError:
         log.warning("could not read the rate limits of %s", caller.name, exc_info=True)
         return {}
-
-
-# Executions started with `async: true` answer as soon as the engine has admitted them. The
-# engine emits `execution_started` from the executing task itself, just before it calls the
-# tool; a context variable set in that task tells the (process-wide) subscriber which waiting
-# request the event belongs to.
-@dataclass(eq=False)
-class _Start:
-    ready: anyio.Event = field(default_factory=anyio.Event)
-    execution_id: str | None = None
-    error: BaseException | None = None
-
-
-_STARTING: contextvars.ContextVar[_Start | None] = contextvars.ContextVar("toolagent_api_starting", default=None)
-_SUBSCRIBED: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _on_started(event: Event) -> None:
-    start = _STARTING.get()
-    if start is not None and start.execution_id is None:
-        start.execution_id = event.execution_id
-        start.ready.set()
-
-
-def _subscribe(engine: Any) -> None:
-    if engine not in _SUBSCRIBED:
-        engine.events.subscribe(_on_started, types=["execution_started"])
-        _SUBSCRIBED.add(engine)
 
 
 # -- procedures --------------------------------------------------------------------------------
@@ -467,94 +123,104 @@ def _subscribe(engine: Any) -> None:
 
 async def list_tools(svc: Services, caller: Caller, inp: ListToolsInput, reply: Reply) -> dict[str, Any]:
     """listTools: the registered tools, filtered, each marked runnable for the caller."""
-    listing = await svc.engine.list_tools(caller.principal, category=inp.category, search=inp.search, tags=inp.tags,
+    listing = await svc.runtime.list_tools(caller.principal, category=inp.category, search=inp.search, tags=inp.tags,
                                           include_deprecated=inp.includeDeprecated)
     return {"success": True, **listing.to_json()}
 
 
 async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, reply: Reply) -> dict[str, Any]:
-    """executeTool: gate, run and record one call; waits for it unless `async` is set.
+    """executeTool: gate, run and record one call through the tool stack; waits for it unless `async` is set.
 
     Raises:
         NotFound: no such tool. ArgumentsInvalid: the arguments break its schema (400).
         PermissionDenied (403), RateLimited / BudgetExceeded (429): refused, recorded as denied.
         ToolFailed / CallCancelled (500): the tool reported an error, timed out or was cancelled.
     """
-    spec = await tool_spec(svc, inp.name)
-    check_arguments(spec, inp.arguments)
+    entry = await tool_entry(svc, inp.name)
     context = inp.context or ExecutionContextInput()
+    ctx = CallContext(caller.principal, api_key=caller.api_key, session_id=context.sessionId,
+                      metadata=context.metadata, timeout_ms=inp.timeout)
+    if inp.async_:
+        admitted: list[Execution] = []
+        outcome = await _start_in_background(svc, entry, inp.arguments, ctx, admitted)
+        if outcome is None:
+            reply.headers.update(await _limit_headers(svc, caller, entry.name))
+            reply.status = 202
+            execution_id = admitted[0].id
+            return {"success": True, "executionId": execution_id, "status": ExecutionStatus.RUNNING, "toolName": entry.name,
+                    "timestamp": _now(),
+                    "links": {"status": f"/api/tools/executions/{execution_id}",
+                              "cancel": f"/api/tools/executions/{execution_id}/cancel"}}
+    else:
+        outcome = await svc.runtime.tools.call(entry, inp.arguments, ctx)
+    return await _answer(svc, caller, outcome, reply)
 
-    async def invoke(args: dict[str, Any]) -> ToolResult:
-        # The engine owns the deadline and cancels this call at it: no second timer here.
-        return await svc.pool.call(spec, args, timeout_s=None)
 
-    def run() -> Awaitable[Execution]:
-        return svc.engine.execute(  # type: ignore[no-any-return]
-            spec, inp.arguments, caller.principal, invoke, timeout_ms=inp.timeout, api_key=caller.api_key,
-            session_id=context.sessionId, metadata=context.metadata,
-        )
-
-    try:
-        if inp.async_:
-            execution_id = await _start_in_background(svc, run)
-        else:
-            execution = await run()
-    except Exception as exc:
-        reply.headers.update(await _limit_headers(svc, caller, spec.name))
+async def _answer(svc: Services, caller: Caller, outcome: CallOutcome, reply: Reply) -> dict[str, Any]:
+    """The body of a call that ended (or was refused), or the error it ended with."""
+    exc = outcome.exception
+    if isinstance(exc, ArgumentsInvalid):
+        raise exc
+    if outcome.status is CallStatus.DENIED:
+        reply.headers.update(await _limit_headers(svc, caller, outcome.tool))
         if isinstance(exc, ExecutionDenied) and exc.execution_id:
             # The refusal is recorded: name the record, as a failure does.
-            reply.details = {"executionId": exc.execution_id, "status": "denied"}
-        raise
-    if inp.async_:
-        reply.headers.update(await _limit_headers(svc, caller, spec.name))
-        reply.status = 202
-        return {"success": True, "executionId": execution_id, "status": "running", "toolName": spec.name,
-                "timestamp": _now(),
-                "links": {"status": f"/api/tools/executions/{execution_id}",
-                          "cancel": f"/api/tools/executions/{execution_id}/cancel"}}
+            from ..engine.hints import denial_fix
+
+            reply.details = {"executionId": exc.execution_id, "status": StepStatus.DENIED,
+                             "fix": denial_fix(exc, caller.principal.name)}
+        raise exc or ToolAgentError(outcome.error)
+    execution = outcome.record
+    assert execution is not None
     # Counted when the call was admitted: no second read, and Remaining is this call's own.
-    reply.headers.update(limit_headers(execution.limits) if execution.limits
-                         else await _limit_headers(svc, caller, spec.name))
-    if execution.status == "success":
+    reply.headers.update(limit_headers(outcome.limits) if outcome.limits
+                         else await _limit_headers(svc, caller, outcome.tool))
+    if outcome.ok:
         return {"success": True, "executionId": execution.id, "status": execution.status,
                 "result": execution.result.to_json() if execution.result is not None else None,
                 "toolName": execution.tool, "executionTime": execution.duration_ms,
                 "timestamp": (execution.ended_at or execution.started_at).isoformat()}
     reply.details = {"executionId": execution.id, "status": execution.status}
-    if execution.status == "failed":
+    if outcome.status is CallStatus.FAILED:
         raise ToolFailed(execution.tool, execution.error or "the tool reported an error",
                          result=execution.result.to_json() if execution.result is not None else None)
     raise CallCancelled(execution.error or f"execution {execution.id} of '{execution.tool}' was {execution.reason or 'cancelled'}")
 
 
-async def _start_in_background(svc: Services, run: Callable[[], Awaitable[Execution]]) -> str:
-    """Run `run()` in the server's task group; return its execution id once admitted, or raise its refusal."""
-    _subscribe(svc.engine)
-    start = _Start()
+async def _start_in_background(svc: Services, entry: ToolEntry, arguments: dict[str, Any], ctx: CallContext,
+                               admitted: list[Execution]) -> CallOutcome | None:
+    """Run the call in the server's task group; return once it is admitted (None), or with its
+    outcome when it never was (refused, or its run was cancelled)."""
+    ready = anyio.Event()
+    ended: list[CallOutcome] = []
+    failed: list[BaseException] = []
+
+    def on_admitted(execution: Execution) -> None:
+        admitted.append(execution)
+        ready.set()
 
     async def background() -> None:
-        _STARTING.set(start)
         try:
-            await run()
-        except Exception as exc:  # noqa: BLE001 - refusals go back to the waiting request; the rest is logged
-            start.error = exc
-            if start.execution_id is not None:
-                log.exception("background execution %s failed", start.execution_id)
+            ended.append(await svc.runtime.tools.call(entry, arguments, replace(ctx, on_admitted=on_admitted)))
+        except Exception as exc:  # noqa: BLE001 - errors before admission go back to the request; the rest is logged
+            failed.append(exc)
+            if admitted:
+                log.exception("background execution %s failed", admitted[0].id)
         finally:
-            start.ready.set()
+            ready.set()
 
     svc.task_group.start_soon(background)
-    await start.ready.wait()
-    if start.execution_id is not None:
-        return start.execution_id
-    if start.error is not None:
-        raise start.error
-    raise UsageError("the execution ended before it started")  # pragma: no cover - the engine always emits first
+    await ready.wait()
+    if admitted:
+        return None
+    if failed:
+        raise failed[0]
+    return ended[0]
 
 
 async def get_tool_status(svc: Services, caller: Caller, inp: ExecutionIdInput, reply: Reply) -> dict[str, Any]:
     """getToolStatus: one execution of the caller (anyone's, for an admin)."""
-    execution = await svc.engine.get_execution(inp.executionId, caller.principal)
+    execution = await svc.runtime.get_execution(inp.executionId, caller.principal)
     return {"success": True, "execution": execution.to_json()}
 
 
@@ -564,21 +230,21 @@ async def cancel_tool_execution(svc: Services, caller: Caller, inp: ExecutionIdI
     Raises:
         NotFound: no such execution, or someone else's. UsageError: it is not running.
     """
-    execution = await svc.engine.cancel(inp.executionId, caller.principal)
-    if execution.status == "cancelled":
+    execution = await svc.runtime.cancel(inp.executionId, caller.principal)
+    if execution.status == ExecutionStatus.CANCELLED:
         message = "Tool execution cancelled"
-    elif execution.status == "running":
+    elif execution.status == ExecutionStatus.RUNNING:
         message = "cancellation requested; the execution has not stopped yet"
     else:
         message = f"the execution ended {execution.status} before the cancellation reached it"
-    return {"success": execution.status in ("cancelled", "running"), "executionId": execution.id,
+    return {"success": execution.status in (ExecutionStatus.CANCELLED, ExecutionStatus.RUNNING), "executionId": execution.id,
             "status": execution.status, "message": message, "timestamp": _now(), "execution": execution.to_json()}
 
 
 async def get_active_executions(svc: Services, caller: Caller, inp: NoInput, reply: Reply) -> dict[str, Any]:
     """getActiveExecutions: the caller's running executions (everyone's, for an admin)."""
     now = datetime.now(UTC)
-    executions = [e.to_json(now=now) for e in await svc.engine.active(caller.principal)]
+    executions = [e.to_json(now=now) for e in await svc.runtime.active(caller.principal)]
     return {"success": True, "executions": executions, "count": len(executions)}
 
 
@@ -590,19 +256,19 @@ async def get_tool_history(svc: Services, caller: Caller, inp: HistoryInput, rep
     query = HistoryQuery(tool=inp.toolName, category=inp.category, status=inp.status, since=since,
                          until=until, limit=inp.limit, offset=inp.offset, all_users=inp.allUsers,
                          user=inp.userId)
-    page = await svc.engine.history(caller.principal, query)
+    page = await svc.runtime.history(caller.principal, query)
     return {"success": True, **page.to_json()}
 
 
 async def get_tool_metrics(svc: Services, caller: Caller, inp: MetricsInput, reply: Reply) -> dict[str, Any]:
     """getToolMetrics: registry and usage figures (one tool's as `registryMetrics` with `toolName`)."""
-    snapshot = await svc.engine.metrics(inp.toolName, principal=caller.principal)
+    snapshot = await svc.runtime.metrics(inp.toolName, principal=caller.principal)
     return {"success": True, **snapshot.to_json()}
 
 
 async def get_tool_details(svc: Services, caller: Caller, inp: ToolNameInput, reply: Reply) -> dict[str, Any]:
     """getToolDetails: one tool with its schema, its metrics and the caller's own figures."""
-    details = await svc.engine.tool_details(inp.name, caller.principal)
+    details = await svc.runtime.tool_details(inp.name, caller.principal)
     return {"success": True, **details.to_json()}
 
 
@@ -652,5 +318,5 @@ __all__ = [
     "PROCEDURES", "ActiveOutput", "CancelOutput", "ErrorOutput", "ExecuteAcceptedOutput", "ExecuteToolInput",
     "ExecuteToolOutput", "ExecutionIdInput", "HistoryInput", "HistoryOutput", "ListToolsInput", "ListToolsOutput",
     "MetricsInput", "MetricsOutput", "NoInput", "Procedure", "Reply", "ToolDetailsOutput", "ToolNameInput",
-    "ToolStatusOutput", "limit_headers", "refusal_headers", "tool_spec", "validation_fields", "validation_message",
+    "ToolStatusOutput", "limit_headers", "refusal_headers", "tool_entry", "validation_fields", "validation_message",
 ]

@@ -31,6 +31,7 @@ from ..errors import DefinitionInvalid, NotFound, PermissionDenied, ToolAgentErr
 from ..runs import new_run_id, plan_build
 from ..store.owner import Owner, gone
 from ..store.runs import RunRow, StepRow
+from ..status import RunStatus, StepStatus
 from . import schemas
 from .auth import Caller, CallerDep
 from .errors import error_body
@@ -176,12 +177,11 @@ def _gate_build(svc: Services, caller: Caller, tools: list[str]) -> None:
     Raises:
         PermissionDenied: no tool of the run is allowed for the caller (the first reason given).
     """
-    registry = getattr(svc.engine, "registry", None)
-    if registry is None or not tools:
+    if not tools:
         return
     reasons = []
     for name in tools:
-        entry = registry.get(name)
+        entry = svc.runtime.catalogue.get(name)
         if entry is None:
             return
         key = caller.api_key
@@ -250,7 +250,7 @@ async def cancel_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any
     when the run has already ended."""
     svc = services(request)
     row = await _visible_run(svc, run_id, caller)
-    if row.status != "running":
+    if row.status != RunStatus.RUNNING:
         raise UsageError(f"run '{run_id}' is not running (it ended {row.status}); only running runs can be cancelled")
     # Through the engine first, as `toolagent runs cancel` does: the running calls end "cancelled by
     # <caller>" and the run is flagged, so its later steps end cancelled without running.
@@ -262,9 +262,9 @@ async def cancel_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any
         await svc.runs.cancel(run_id)
         await svc.runs.wait(run_id)
     row = await svc.store.runs.get_run(run_id)
-    if row.status == "cancelled":
+    if row.status == RunStatus.CANCELLED:
         message = "run cancelled"
-    elif row.status == "running":
+    elif row.status == RunStatus.RUNNING:
         message = "cancellation requested; the run has not stopped yet"
     else:
         message = f"the run ended {row.status} before it could be cancelled"
@@ -276,7 +276,7 @@ async def _stop_elsewhere(svc: Services, caller: Caller, run_id: str) -> None:
     """Wait (at most `RUN_CANCEL_WAIT_S`) for a run of another process to stop, asking again on every
     look: a step that starts meanwhile is flagged too."""
     with anyio.move_on_after(RUN_CANCEL_WAIT_S):
-        while (await svc.store.runs.get_run(run_id)).status == "running":
+        while (await svc.store.runs.get_run(run_id)).status == RunStatus.RUNNING:
             await anyio.sleep(CANCEL_POLL_S)
             await caller.cancel_run(svc, run_id)
 
@@ -324,23 +324,23 @@ async def _live_events(svc: Services, run_id: str) -> AsyncIterator[str]:
 
 async def _stored_events(svc: Services, row: RunRow) -> AsyncIterator[str]:
     """Events of a run that ended, or that executes in another process: read from the store until it ends."""
-    following = row.status == "running"
+    following = row.status == RunStatus.RUNNING
     seen: dict[int, str] = {}
     quiet_s = 0.0
     while True:
         for step in await svc.store.runs.get_steps(row.id) if following else ():
-            before = seen.get(step.position, "pending")
+            before = seen.get(step.position, StepStatus.PENDING)
             if step.status == before:
                 continue
             seen[step.position] = step.status
-            if before == "pending" and step.status != "running":
+            if before == StepStatus.PENDING and step.status != StepStatus.RUNNING:
                 # Started and ended between two reads (or never ran: skipped, cancelled).
-                started = {**_step_event(step), "status": "running"}
+                started = {**_step_event(step), "status": StepStatus.RUNNING}
                 yield _sse({"type": "step_started", "runId": row.id, "step": started})
-            kind = "step_started" if step.status == "running" else "step_finished"
+            kind = "step_started" if step.status == StepStatus.RUNNING else "step_finished"
             yield _sse({"type": kind, "runId": row.id, "step": _step_event(step)})
             quiet_s = 0.0
-        if row.status != "running":
+        if row.status != RunStatus.RUNNING:
             yield _sse({"type": "run_finished", "runId": row.id, "status": row.status})
             return
         await anyio.sleep(SSE_POLL_S)
@@ -349,7 +349,7 @@ async def _stored_events(svc: Services, row: RunRow) -> AsyncIterator[str]:
             quiet_s = 0.0
             yield ": keep-alive\n\n"
         row = await svc.store.runs.get_run(row.id)
-        if row.status == "running" and gone(row.owner_pid, row.owner_host, row.owner_boot, Owner.current()):
+        if row.status == RunStatus.RUNNING and gone(row.owner_pid, row.owner_host, row.owner_boot, Owner.current()):
             # Its process ended without finishing it: close it, so the stream can end.
             await svc.store.runs.close_interrupted(run_id=row.id)
             row = await svc.store.runs.get_run(row.id)

@@ -1,4 +1,4 @@
-"""What the HTTP server shares between requests: store, server pool, runner, live runs and their events."""
+"""What the HTTP server shares between requests: the runtime, live runs and their events."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..mcp.config import ServersConfig
 from ..mcp.pool import ServerPool
 from ..runs import BuildPlan, BuildRunner, FlowCap, RunEvent, RunOutcome
+from ..runtime import Runtime, open_runtime
 from ..store import Store
 
 log = logging.getLogger(__name__)
@@ -177,14 +178,27 @@ class LiveRuns:
 class Services:
     """Long-lived objects of one server process."""
 
-    store: Store
-    pool: ServerPool
-    runner: BuildRunner
-    """The runner without an engine (kept for its settings; API runs use `Caller.runner`)."""
+    runtime: Runtime
+    """Store, catalogue, tool stack, cancellation, principals and reads."""
     config: ServersConfig
     task_group: anyio.abc.TaskGroup
     runs: LiveRuns = field(default_factory=LiveRuns)
-    engine: Any = None
+
+    @property
+    def store(self) -> Store:
+        """The runtime's store."""
+        return self.runtime.store
+
+    @property
+    def pool(self) -> ServerPool:
+        """The runtime's MCP servers."""
+        assert self.runtime.pool is not None
+        return self.runtime.pool
+
+    @property
+    def engine(self) -> Runtime:
+        """The runtime (the name the routes read it by)."""
+        return self.runtime
 
     @property
     def events(self) -> RunEvents:
@@ -194,14 +208,11 @@ class Services:
 
 @contextlib.asynccontextmanager
 async def open_services(db: str | None, servers: ServersConfig) -> AsyncIterator[Services]:
-    """Open the store and the pool for the lifetime of the server."""
-    from ..store import open_store
-
-    async with open_store(db) as store, ServerPool(servers) as pool, anyio.create_task_group() as tg:
-        services = Services(store=store, pool=pool, runner=BuildRunner(pool, store, flow_cap=FlowCap.from_env()), config=servers, task_group=tg)
+    """Open the runtime (store, servers) and list every server's tools for the server's lifetime."""
+    async with open_runtime(db, servers, flow_cap=FlowCap.from_env()) as runtime, anyio.create_task_group() as tg:
+        await runtime.catalogue.refresh()
+        services = Services(runtime=runtime, config=servers, task_group=tg)
         try:
             yield services
         finally:
             tg.cancel_scope.cancel()
-
-

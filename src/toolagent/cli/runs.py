@@ -1,6 +1,6 @@
 """`toolagent build`, `demo`, `runs` and `deliverables`.
 
-Every BUILD step goes through the execution engine as the CLI's principal (`--user` /
+Every BUILD step goes through the runtime's tool stack as the CLI's principal (`--user` /
 `TOOLAGENT_USER`, else the local user): gated by level against risk, rate limited, recorded in
 `toolagent history` and cancellable from another process with `toolagent runs cancel RUN_ID`.
 """
@@ -8,23 +8,25 @@ Every BUILD step goes through the execution engine as the CLI's principal (`--us
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
 import typer
-from rich.table import Table
 
-from ..engine import Engine, EngineConfig
+from ..data import demo_payload_file
+from ..engine import EngineConfig
 from ..errors import NotFound, UsageError
 from ..mcp.config import ServersConfig
-from ..runs import BuildRunner, RunEvent, load_agent, plan_build
-from ..runs.executor import engine_executor
-from ..runs.flow import FlowCap
+from ..runs import RunEvent, load_agent, plan_build
 from ..seeding import default_seed_files, seed_files
 from ..store import open_store
+from ._hints import check_payload
+from ._tables import Column, fitted_table
 from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, run, state
-from .tools import engine_and_pool, namespaces_of, register_tools
+from ..runtime import Runtime
+from ..tools.base import CallContext
+from ..status import RunStatus, StepStatus
+from .tools import cli_runtime, namespaces_of
 
 runs_app = typer.Typer(help="Inspect and cancel BUILD runs.", no_args_is_help=True)
 deliverables_app = typer.Typer(help="Inspect deliverables.", no_args_is_help=True)
@@ -33,8 +35,8 @@ app.add_typer(deliverables_app, name="deliverables")
 
 #: How often `runs cancel` looks at the run while it waits for it to stop.
 CANCEL_POLL_S = 0.15
-_MARKS = {"success": "[green]✓[/]", "failed": "[red]✗[/]", "denied": "[red]⊘[/]", "skipped": "[yellow]-[/]",
-          "cancelled": "[yellow]⊗[/]"}
+_MARKS = {StepStatus.SUCCESS: "[green]✓[/]", StepStatus.FAILED: "[red]✗[/]", StepStatus.DENIED: "[red]⊘[/]",
+          StepStatus.SKIPPED: "[yellow]-[/]", StepStatus.CANCELLED: "[yellow]⊗[/]"}
 
 
 def _progress(event: RunEvent) -> None:
@@ -63,14 +65,13 @@ async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, 
                 err.print(f"[dim]seed: {outcome} {ref}[/]", markup=True)
         agent = await load_agent(agent_ref, store)
         plan = plan_build(agent, overrides, deliverable_format=fmt)
-        async with engine_and_pool(store, config) as (engine, pool, principal):
+        check_payload(plan.agent_ref, plan.steps, payload)
+        async with cli_runtime(config, store=store) as (runtime, principal):
             # Only the servers the plan uses are started (concurrently), not every configured one.
-            await register_tools(engine, pool, namespaces_of(plan.tools))
+            await runtime.catalogue.refresh(namespaces_of(plan.tools))
             # A step's timeout: its server's timeout_s in mcp.json, else the engine config's default.
-            runner = BuildRunner(pool, store, executor=engine_executor(engine, pool, principal),
-                                 default_timeout_s=engine.config.default_timeout_ms / 1000, flow_cap=FlowCap.from_env())
-            outcome = await runner.run(plan, payload, user=principal.name,
-                                       on_event=_progress if is_tty() or not state.json else None)
+            runner = runtime.runner(CallContext(principal))
+            outcome = await runner.run(plan, payload, on_event=_progress if is_tty() or not state.json else None)
     d = outcome.deliverable
     if state.json:
         emit_json({"runId": outcome.run_id, "status": outcome.status, "deliverableId": d["id"], "deliverable": {
@@ -89,7 +90,7 @@ def build(
     payload: str | None = typer.Option(None, "--payload", "-p", help="Payload JSON, or @file.json."),
     override: str | None = typer.Option(
         None, "--override", "-o",
-        help="Overrides JSON or @file.json: tools, toolParams, toolExecutionMode, stopOnError (PRD section 11).",
+        help="Overrides JSON or @file.json: tools, toolParams, toolExecutionMode, stopOnError.",
     ),
     fmt: str | None = typer.Option(None, "--format", "-f", help="Deliverable format: json, markdown or text."),
 ) -> None:
@@ -124,7 +125,7 @@ def demo(
 
     Example: toolagent demo --question "how many conversations per status" --format text
     """
-    example = Path(__file__).resolve().parents[3] / "seeds" / "payloads" / "demo_build.json"
+    example = demo_payload_file()
     overrides = json.loads(example.read_text()) if example.is_file() else {}
     overrides.setdefault("toolParams", {}).setdefault("supabase/generate-sql", {})["query"] = question
     code = run(lambda: _build("demo/supabase-agent", {}, overrides, fmt, seed_first=True))
@@ -151,11 +152,12 @@ def runs_list(
         if state.json:
             emit_json([r.to_json() for r in rows])
             return
-        table = Table("run", "agent", "status", "mode", "started", "ms", "deliverable")
-        for r in rows:
-            table.add_row(r.id, f"{r.organization_slug}/{r.agent_slug}", r.status, r.execution_mode,
-                          r.started_at.isoformat(timespec="seconds"), f"{r.duration_ms or 0:.0f}", r.deliverable_id or "")
-        out.print(table)
+        columns = (Column("run", keep=True), Column("agent", keep=True), Column("status"), Column("mode", drop=2),
+                   Column("started"), Column("ms", justify="right", drop=3), Column("deliverable", keep=True, drop=1))
+        cells = [(r.id, f"{r.organization_slug}/{r.agent_slug}", r.status, r.execution_mode,
+                  r.started_at.strftime("%Y-%m-%d %H:%M:%S"), f"{r.duration_ms or 0:.0f}", r.deliverable_id or "")
+                 for r in rows]
+        out.print(fitted_table(columns, cells, out.width, markup=False))
 
     run(body)
 
@@ -204,8 +206,8 @@ def runs_cancel(
     """
 
     async def body() -> int:
-        async with open_store(state.db) as store, Engine(store, config=EngineConfig.load()) as engine:
-            me = await engine.principals.resolve_cli_user(state.user)
+        async with open_store(state.db) as store, Runtime(store, config=EngineConfig.load()) as engine:
+            me = await engine.principal(state.user)
             # Someone else's run reads exactly like a missing one.
             missing = NotFound(f"run '{run_id}' not found among your runs: `toolagent runs list` shows run ids "
                                "(only the user who started a run, or an admin, may cancel it)")
@@ -215,7 +217,7 @@ def runs_cancel(
                 raise missing from None
             if not me.is_admin and row.user_id != me.name:
                 raise missing
-            if row.status != "running":
+            if row.status != RunStatus.RUNNING:
                 raise UsageError(f"run '{run_id}' is not running (it ended {row.status}); only running runs can be cancelled")
             asked: set[str] = set()
             with anyio.move_on_after(wait_s):
@@ -224,11 +226,11 @@ def runs_cancel(
                     # run that had not reached its first call yet is marked once it does.
                     asked.update(await engine.cancel_run(run_id, me, wait_s=0))
                     row = await store.runs.get_run(run_id)
-                    if row.status != "running":
+                    if row.status != RunStatus.RUNNING:
                         break
                     await anyio.sleep(CANCEL_POLL_S)
             row = await store.runs.get_run(run_id)
-        stopped = row.status != "running"
+        stopped = row.status != RunStatus.RUNNING
         if state.json:
             emit_json({"runId": run_id, "status": row.status, "stopped": stopped, "cancelledExecutions": sorted(asked)})
         elif stopped:

@@ -6,7 +6,27 @@ import typer
 
 from ..engine.logs import configure_logging
 from ..mcp.config import ServersConfig
-from ._app import app, err, run, state
+from ._app import EXIT_NO_LISTEN, EXIT_USAGE, app, err, fail, run, state
+
+
+def ensure_can_listen(host: str, port: int) -> None:
+    """Exit with EXIT_NO_LISTEN (3) when `host:port` cannot be bound (in use, not permitted), before
+    any banner or server start-up, so a script can tell it from a configuration error (2)."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        fail(f"--host {host}: {exc.strerror}", EXIT_USAGE)
+    with socket.socket(family, kind, proto) as sock:
+        # The same option uvicorn sets, so a port in TIME_WAIT after a restart is not refused here.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror}; stop whatever uses it or pass another --port",
+                 EXIT_NO_LISTEN)
 
 
 @app.command("serve")
@@ -16,6 +36,7 @@ def serve(
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers."""
+    ensure_can_listen(host, port)
     import uvicorn
 
     from ..api.app import create_app

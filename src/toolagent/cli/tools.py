@@ -2,8 +2,8 @@
 
 Every command acts as the `--user` / `TOOLAGENT_USER` principal, else as the local user (created
 on first use at the engine config's `local_user_level`). `list` and `show` mark what that user
-may run; `call` goes through `Engine.execute`, so it is gated (level against risk, rate limit,
-budget), recorded in `toolagent history`, bounded by its timeout and cancellable by id.
+may run; `call` goes through the runtime's tool stack, so it is gated (level against risk, rate
+limit, budget), recorded in `toolagent history`, bounded by its timeout and cancellable by id.
 """
 
 from __future__ import annotations
@@ -16,21 +16,21 @@ from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from typing import Any
 
-import anyio
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..engine import Engine, EngineConfig, Execution, ExecutionDenied, Principal, ToolEntry
+from ..engine import Execution, ExecutionDenied, Principal, ToolEntry
 from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
-from ..engine.events import Event
-from ..engine.permissions import CATEGORIES, DENIAL_DISABLED, DENIAL_LEVEL, can_run, levels_for, parse_category
-from ..errors import BudgetExceeded, RateLimited, ServerUnavailable, UsageError
+from ..engine.permissions import CATEGORIES, can_run, levels_for, parse_category
+from ..errors import ArgumentsInvalid, BudgetExceeded, RateLimited, UsageError
 from ..mcp.config import ServersConfig
-from ..mcp.pool import ServerPool, check_arguments
 from ..runs.flow import FlowCap
-from ..store import Store, open_store
+from ..runtime import Runtime, open_runtime
+from ..store import Store
+from ..tools.base import CallContext
 from ..tools.spec import ToolResult
+from ..status import CallStatus, ExecutionStatus
 from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
 
 tools_app = typer.Typer(
@@ -45,6 +45,13 @@ app.add_typer(tools_app, name="tools")
 #: What the terminal shows of a value (the store keeps everything).
 TERMINAL_CAP = FlowCap(max_items=20, max_chars=4000)
 
+_CATEGORY_SOURCES = {
+    "operator": "set by the operator (\"category\" in mcp.json, or the engine config)",
+    "server": "from the server's name",
+    "tool": "from the tool's name or title",
+    "annotations": "from the server's annotations (openWorldHint)",
+    "default": "default: set \"category\" in mcp.json to change it",
+}
 _RISK_SOURCES = {
     "operator": "set by the operator (\"risk\" in mcp.json, or the engine config)",
     "table": "from the built-in risk table",
@@ -57,47 +64,24 @@ _RISK_SOURCES = {
 
 
 @contextlib.asynccontextmanager
-async def engine_and_pool(store: Store, servers: ServersConfig) -> AsyncIterator[tuple[Engine, ServerPool, Principal]]:
-    """The engine (with `EngineConfig.load()`), the CLI's principal and the server pool.
+async def cli_runtime(servers: ServersConfig, *, store: Store | None = None) -> AsyncIterator[tuple[Runtime, Principal]]:
+    """The runtime (store, `EngineConfig.load()`, the server pool) and the CLI's principal.
 
-    The principal is resolved before any server starts, so an unknown `--user` fails at once.
+    The principal is resolved before any server starts (servers start on first use), so an
+    unknown `--user` fails at once.
 
     Raises:
         ConfigError: the engine config is invalid.
         NotFound: `--user` names no user.
     """
-    async with Engine(store, config=EngineConfig.load()) as engine:
-        principal = await engine.principals.resolve_cli_user(state.user)
-        async with ServerPool(servers) as pool:
-            yield engine, pool, principal
+    async with open_runtime(state.db, servers, store=store, flow_cap=FlowCap.from_env(),
+                            on_starting=_starting) as runtime:
+        yield runtime, await runtime.principal(state.user)
 
 
-async def register_tools(engine: Engine, pool: ServerPool, namespaces: Iterable[str] | None = None) -> dict[str, str]:
-    """List the tools of `namespaces` (default: every configured server) into the engine's registry.
-
-    Servers are listed concurrently, and only those asked for are started. Unreachable or
-    unknown servers are returned (name -> why), not raised: a call to one of their tools fails
-    with its own message.
-    """
-    if namespaces is None:
-        specs, errors = await pool.all_tools()
-    else:
-        found: dict[str, list[Any]] = {}
-        errors = {}
-
-        async def one(name: str) -> None:
-            try:
-                found[name] = await pool.list_tools(name)
-            except ServerUnavailable as exc:
-                errors[name] = exc.message
-
-        wanted = list(dict.fromkeys(namespaces))
-        async with anyio.create_task_group() as tg:
-            for name in wanted:
-                tg.start_soon(one, name)
-        specs = [s for name in wanted for s in found.get(name, [])]
-    engine.registry.update(specs)
-    return errors
+def _starting(name: str, limit_s: float) -> None:
+    # Printed only when a start takes over a second, so a slow or hung server is not silence.
+    err.print(f"starting MCP server '{name}' (waiting up to {limit_s:g} s) ...", markup=False)
 
 
 def namespaces_of(tools: Iterable[str]) -> list[str]:
@@ -153,15 +137,15 @@ def tools_list(
         if category is not None:
             parse_category(category)
         servers = ServersConfig.load(state.servers)
-        async with open_store(state.db) as store, engine_and_pool(store, servers) as (engine, pool, me):
+        async with cli_runtime(servers) as (runtime, me):
             if server is not None:
-                specs = await pool.list_tools(server)
-                engine.registry.update(specs)
+                assert runtime.pool is not None
+                runtime.catalogue.add(await runtime.pool.list_tools(server))
                 errors: dict[str, str] = {}
             else:
-                errors = await register_tools(engine, pool)
-            listing = await engine.list_tools(me, category=category, search=search, tags=tag,
-                                              include_deprecated=include_deprecated)
+                errors = await runtime.catalogue.refresh()
+            listing = await runtime.list_tools(me, category=category, search=search, tags=tag,
+                                               include_deprecated=include_deprecated)
         if state.json:
             emit_json({**listing.to_json(), "user": {"name": me.name, "level": me.level}, "errors": errors})
         else:
@@ -185,7 +169,7 @@ def tools_list(
                       f"you ({me.name}, {me.level}) may run {runnable}. Details: toolagent tools show NAME", markup=False)
         for name, why in errors.items():
             err.print(f"[red]unavailable[/] {escape(name)}: {escape(why)}", markup=True)
-        if errors and len(engine.registry) == 0:  # no server answered
+        if errors and len(runtime.catalogue) == 0:  # no server answered
             raise typer.Exit(EXIT_FAILED)
 
     run(body)
@@ -207,10 +191,11 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
     async def body() -> None:
         _check_name(name)
         servers = ServersConfig.load(state.servers)
-        async with open_store(state.db) as store, engine_and_pool(store, servers) as (engine, pool, me):
-            await pool.tool_spec(name)  # names the configured servers, or the server's tools, when wrong
-            await register_tools(engine, pool, [name.partition("/")[0]])
-            details = await engine.tool_details(name, me)
+        async with cli_runtime(servers) as (runtime, me):
+            await runtime.tools.resolve(name)  # names the configured servers, or the server's tools, when wrong
+            await runtime.catalogue.refresh([name.partition("/")[0]])
+            details = await runtime.tool_details(name, me)
+            default_timeout_ms = runtime.config.default_timeout_ms
         if state.json:
             emit_json({**details.to_json(), "user": {"name": me.name, "level": me.level}})
             return
@@ -223,14 +208,14 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
                 out.print(f"  {line}", markup=False)
         status = ("enabled" if e.enabled else "disabled") + (", deprecated" if e.deprecated else "")
         rows = [
-            ("category", e.category),
+            ("category", f"{e.category} — {_CATEGORY_SOURCES.get(e.category_source, e.category_source)}"),
             ("risk", f"{e.risk} — {_RISK_SOURCES.get(e.risk_source, e.risk_source)}"),
             ("you may run", f"{_may_run(e, me)} ({me.name}, {me.level})"),
             ("tags", ", ".join(e.tags) or "-"),
             ("version", e.version or "-"),
             ("status", status),
             ("timeout", f"{spec.timeout_s:g} s (server config)" if spec.timeout_s
-             else f"{engine.config.default_timeout_ms} ms (engine default)"),
+             else f"{default_timeout_ms} ms (engine default)"),
         ]
         for label, value in rows:
             out.print(f"  {label:<12} {value}", markup=False)
@@ -249,14 +234,12 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
 
 
 def _denial_message(exc: ExecutionDenied, me: Principal) -> str:
+    from ..engine.hints import denial_fix
+
     lines = [f"denied: {exc.message}"]
-    if exc.denial == DENIAL_LEVEL and levels_for(exc.risk):
-        fix = f"fix: an admin can raise your level with `toolagent users set-level {me.name} {levels_for(exc.risk)[0]}`"
-        if exc.risk != "safe" and exc.level != "view_only":
-            fix += f", or the operator can lower the tool's \"risk\" in mcp.json if {exc.risk} overstates it"
-        lines.append(fix)
-    elif exc.denial == DENIAL_DISABLED:
-        lines.append(f"fix: enable it in the engine config (TOOLAGENT_ENGINE_CONFIG): tools: {{\"{exc.tool}\": {{enabled: true}}}}")
+    fix = denial_fix(exc, me.name)
+    if fix:
+        lines.append(f"fix: {fix}")
     if exc.execution_id:
         lines.append(f"recorded as execution {exc.execution_id} (toolagent executions show {exc.execution_id})")
     return "\n".join(lines)
@@ -280,7 +263,7 @@ def _print_result(result: ToolResult) -> None:
 
 
 def _failure_message(execution: Execution) -> str:
-    if execution.status == "cancelled":
+    if execution.status == ExecutionStatus.CANCELLED:
         reason = execution.reason or "cancelled"
         return f"cancelled: {reason}" if not reason.startswith("cancelled") else reason
     return f"tool '{execution.tool}' failed: {execution.error or 'the tool reported an error'}"
@@ -316,36 +299,35 @@ def tools_call(
         if timeout_ms is not None and not MIN_TIMEOUT_MS <= timeout_ms <= MAX_TIMEOUT_MS:
             raise UsageError(f"--timeout must be between {MIN_TIMEOUT_MS} and {MAX_TIMEOUT_MS} ms, got {timeout_ms}")
         servers = ServersConfig.load(state.servers)
-        async with open_store(state.db) as store, engine_and_pool(store, servers) as (engine, pool, me):
-            spec = await pool.tool_spec(name)
-            await register_tools(engine, pool, [spec.server])
-            check_arguments(spec, arguments)
+        async with cli_runtime(servers) as (runtime, me):
+            entry = await runtime.tools.resolve(name)
+            await runtime.catalogue.refresh([entry.spec.server])
 
-            def announce(event: Event) -> None:
+            def announce(started: Execution) -> None:
                 if state.json:
-                    err.print(json.dumps({"executionId": event.execution_id, "status": "running", "tool": event.tool,
-                                          "timeoutMs": event.data.get("timeoutMs")}), markup=False)
+                    err.print(json.dumps({"executionId": started.id, "status": ExecutionStatus.RUNNING, "tool": started.tool,
+                                          "timeoutMs": started.timeout_ms}), markup=False)
                 else:
-                    err.print(f"[dim]execution {event.execution_id} started (timeout {event.data.get('timeoutMs')} ms);"
-                              f" stop it with: toolagent executions cancel {event.execution_id}[/]", markup=True)
+                    err.print(f"[dim]execution {started.id} started (timeout {started.timeout_ms} ms);"
+                              f" stop it with: toolagent executions cancel {started.id}[/]", markup=True)
 
-            engine.events.subscribe(announce, types=["execution_started"])
-
-            async def invoke(values: dict[str, Any]) -> ToolResult:
-                # The engine owns the deadline (and cancels this call at it): no second timer here.
-                return await pool.call(spec, values, timeout_s=None, validate=False)
-
-            problem: str | None = None
-            try:
-                execution: Execution | None = await engine.execute(spec, arguments, me, invoke, timeout_ms=timeout_ms)
-            except ExecutionDenied as exc:
-                execution = await engine.get_execution(exc.execution_id, me) if exc.execution_id else None
+            outcome = await runtime.tools.call(entry, arguments, CallContext(me, timeout_ms=timeout_ms,
+                                                                             on_admitted=announce))
+        execution: Execution | None = outcome.record
+        problem: str | None = None
+        exc = outcome.exception
+        if isinstance(exc, ArgumentsInvalid):
+            raise exc  # bad input: exit 2, like any other usage error
+        if outcome.status is CallStatus.DENIED:
+            if isinstance(exc, ExecutionDenied):
                 problem = _denial_message(exc, me)
-            except (RateLimited, BudgetExceeded) as exc:
+            elif isinstance(exc, RateLimited | BudgetExceeded):
                 execution, problem = None, _limit_message(exc)
+            else:
+                problem = f"denied: {outcome.error}"
         if state.json and execution is not None:
             emit_json(execution.to_json())
-        if problem is None and execution is not None and execution.status != "success":
+        if problem is None and execution is not None and execution.status != ExecutionStatus.SUCCESS:
             if not state.json and execution.result is not None and execution.result.structured is not None:
                 _print_result(execution.result)
             problem = f"{_failure_message(execution)}\nexecution {execution.id} (toolagent executions show {execution.id})"

@@ -13,9 +13,7 @@ What a hash chain cannot show on its own is a wholesale rewrite (every row and t
 recomputed) or deleting everything; pin the head hash that `verify` reports somewhere else to
 catch those.
 
-Appends never fork the chain: PostgreSQL takes a transaction-scoped advisory lock before it
-reads the head; SQLite writes the head row first, which takes the database's write lock before
-anything is read (the busy timeout makes other writers, in this process or another, wait).
+Appends never fork the chain (`store/audit.py` holds the rows and says how).
 """
 
 from __future__ import annotations
@@ -29,17 +27,11 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 import anyio
-import sqlalchemy as sa
 
-from ..errors import StoreError
-from ..store.audit_tables import audit_head, audit_log
-from ..store.db import Database, utcnow
+from ..store.audit import AUDIT_LOCK_KEY, GENESIS_HASH, AuditChainBroken, AuditRows
+from ..store.db import Connection, Database, utcnow
 from .redaction import redact, redact_text
 
-#: `prev_hash` of the first row.
-GENESIS_HASH = "0" * 64
-#: Arbitrary constant key of the PostgreSQL advisory lock that serializes appends.
-AUDIT_LOCK_KEY = 7_301_245_120
 #: Rows read per query by `verify`, `export` and `iter_records`.
 BATCH_ROWS = 1000
 
@@ -47,10 +39,6 @@ Decision = Literal["allow", "deny"]
 Outcome = Literal["success", "failed", "cancelled", "denied"]
 DECISIONS = frozenset({"allow", "deny"})
 OUTCOMES = frozenset({"success", "failed", "cancelled", "denied"})
-
-
-class AuditChainBroken(StoreError):
-    """The audit chain head is missing or inconsistent; run `toolagent audit verify`."""
 
 
 @dataclass(frozen=True)
@@ -338,15 +326,7 @@ class AuditLog:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        # Built once, with bound parameters: these run twice per tool execution, and building a
-        # statement with inline values costs more than executing it.
-        head = audit_head.c
-        self._touch_head = audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
-        self._read_head = sa.select(head.seq, head.hash).where(head.id == 1)
-        self._insert_row = audit_log.insert()
-        self._insert_head = audit_head.insert()
-        self._move_head = audit_head.update().where(head.id == 1).values(
-            seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now"))
+        self.rows = AuditRows(db)
 
     async def append(self, entry: AuditEntry) -> int:
         """Record `entry` at the end of the chain and return its sequence number.
@@ -357,45 +337,17 @@ class AuditLog:
         """
         return await self.db.write(self.append_in, entry)
 
-    def append_in(self, conn: sa.Connection, entry: AuditEntry) -> int:
+    def append_in(self, conn: Connection, entry: AuditEntry) -> int:
         """`append` inside the caller's transaction: the entry commits or rolls back with it."""
-        values = _stored_fields(entry)
-        now = utcnow()
-        if self.db.is_sqlite:
-            # A write as the first statement takes SQLite's write lock before the head is read
-            # (the same as BEGIN IMMEDIATE); a read first would let two writers chain on the same row.
-            conn.execute(self._touch_head, {"b_now": now})
-        else:
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY})
-        head = conn.execute(self._read_head).first()
-        if head is None:
-            if conn.scalar(sa.select(sa.func.count()).select_from(audit_log)):
-                raise AuditChainBroken("the audit chain head is missing but audit rows exist: "
-                                       "the audit log was tampered with; run `toolagent audit verify`")
-            seq, prev_hash = 1, GENESIS_HASH
-        else:
-            seq, prev_hash = int(head.seq) + 1, str(head.hash)
-        row = {"seq": seq, "recorded_at": now, **values}
-        digest = row_hash(row, prev_hash)
-        conn.execute(self._insert_row, {**row, "prev_hash": prev_hash, "hash": digest})
-        if head is None:
-            conn.execute(self._insert_head, {"id": 1, "seq": seq, "hash": digest, "updated_at": now})
-        else:
-            conn.execute(self._move_head, {"b_seq": seq, "b_hash": digest, "b_now": now})
-        return seq
+        return self.rows.append_in(conn, _stored_fields(entry), utcnow(), row_hash)
 
     async def head(self) -> tuple[int, str] | None:
         """The newest `(seq, hash)`, or None for an empty log."""
-        async with self.db.begin() as conn:
-            row = (await conn.execute(sa.select(audit_head.c.seq, audit_head.c.hash))).first()
-        return None if row is None else (int(row.seq), str(row.hash))
+        return await self.rows.head()
 
     async def _batch(self, after_seq: int, since: datetime | None = None) -> list[AuditRecord]:
-        q = sa.select(audit_log).where(audit_log.c.seq > after_seq).order_by(audit_log.c.seq).limit(BATCH_ROWS)
-        if since is not None:
-            q = q.where(audit_log.c.recorded_at >= to_utc(since))
-        async with self.db.begin() as conn:
-            return [_record(r) for r in await conn.execute(q)]
+        rows = await self.rows.batch(after_seq, BATCH_ROWS, to_utc(since) if since is not None else None)
+        return [_record(r) for r in rows]
 
     async def iter_records(self, *, since: datetime | None = None) -> AsyncIterator[AuditRecord]:
         """Every record in sequence order (recorded at or after `since`), read in batches."""
@@ -453,17 +405,11 @@ class AuditLog:
         newest_first: bool = False,
     ) -> list[AuditRecord]:
         """Records matching every given filter, oldest first (or newest first), at most `limit`."""
-        q = sa.select(audit_log)
-        for column, value in ((audit_log.c.principal, principal), (audit_log.c.tool, tool),
-                              (audit_log.c.execution_id, execution_id), (audit_log.c.run_id, run_id),
-                              (audit_log.c.event, event), (audit_log.c.decision, decision)):
-            if value is not None:
-                q = q.where(column == value)
-        if since is not None:
-            q = q.where(audit_log.c.recorded_at >= to_utc(since))
-        q = q.order_by(audit_log.c.seq.desc() if newest_first else audit_log.c.seq).limit(max(0, limit))
-        async with self.db.begin() as conn:
-            return [_record(r) for r in await conn.execute(q)]
+        filters = {"principal": principal, "tool": tool, "execution_id": execution_id, "run_id": run_id,
+                   "event": event, "decision": decision}
+        rows = await self.rows.find(filters, since=to_utc(since) if since is not None else None, limit=limit,
+                                    newest_first=newest_first)
+        return [_record(r) for r in rows]
 
     async def export(self, fp_or_path: IO[str] | str | Path, since: datetime | None = None) -> int:
         """Write records as JSON lines (`AuditRecord.to_json`) to an open text file or a path.

@@ -1,6 +1,6 @@
 """The engine's configuration: plans, rate limits, budgets, timeouts, retention, tool overrides.
 
-Defaults follow the issue; a YAML or JSON file named by `TOOLAGENT_ENGINE_CONFIG` overrides any
+The defaults are below; a YAML or JSON file named by `TOOLAGENT_ENGINE_CONFIG` overrides any
 part of them. Plans given in the file are merged key by key over the defaults, so
 `plans: {free: {monthly_budget: 50}}` changes one figure and keeps the rest.
 
@@ -24,21 +24,20 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..agents.yaml_loader import safe_load
 from ..errors import ConfigError
+from ..settings import Settings
+from ..store.executions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from .permissions import Category, Level, Plan, Risk
 
 #: Environment variable naming the engine config file (YAML or JSON).
 ENGINE_CONFIG_ENV = "TOOLAGENT_ENGINE_CONFIG"
-#: Shortest and longest timeout a call may ask for (PRD FR-005.1).
-MIN_TIMEOUT_MS = 1_000
-MAX_TIMEOUT_MS = 300_000
 #: Timeout when neither the call nor the tool's server config sets one.
 DEFAULT_TIMEOUT_MS = 30_000
 #: Calls per minute per user when a plan does not say.
@@ -152,7 +151,7 @@ class EngineConfig(_Model):
         Raises:
             ConfigError: the file cannot be read or is invalid (the message names the field).
         """
-        where = str(path) if path is not None else os.environ.get(ENGINE_CONFIG_ENV) or None
+        where = str(path) if path is not None else Settings.from_env().engine_config
         if not where:
             return cls()
         try:
@@ -160,7 +159,7 @@ class EngineConfig(_Model):
         except OSError as exc:
             raise ConfigError(f"cannot read the engine config: {exc.strerror}", source=where) from exc
         try:
-            data = json.loads(text) if where.endswith(".json") else yaml.safe_load(text)
+            data = json.loads(text) if where.endswith(".json") else safe_load(text)
         except (json.JSONDecodeError, yaml.YAMLError) as exc:
             raise ConfigError(f"not valid {'JSON' if where.endswith('.json') else 'YAML'}: {exc}", source=where) from exc
         return cls.from_data(data or {}, source=where)

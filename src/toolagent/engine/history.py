@@ -1,8 +1,7 @@
 """Execution history: filtered, paged, newest first, and its statistics.
 
-Callers see their own executions; an admin may ask for everyone's (or one user's). Pages are
-read in `(started_at, id)` order, descending, which every index of `executions` ends with,
-so a page costs an index range read of `offset + limit` entries whatever the table's size.
+Callers see their own executions; an admin may ask for everyone's (or one user's). The reads
+themselves live in `store/history.py`.
 """
 
 from __future__ import annotations
@@ -11,21 +10,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-
 from ..errors import PermissionDenied, UsageError
-from ..store import engine_tables as et
 from ..store.db import Database
-from .executions import STATUSES, Execution
+from ..store.executions import STATUSES, Execution
+from ..store.history import STATS_COLUMNS, ExecutionFilter, ExecutionHistory, Stats, stats_from_row
 from .permissions import CATEGORIES
 from .principals import Principal
 
-#: Page size bounds and default (PRD FR-013.5).
+#: Page size bounds and default.
 MIN_LIMIT, MAX_LIMIT, DEFAULT_LIMIT = 1, 100, 50
 #: Deeper pages are not worth reading row by row (and overflow SQLite's 64-bit OFFSET); filter instead.
 MAX_OFFSET = 1_000_000_000
-
-_T = et.executions
 
 
 @dataclass(frozen=True)
@@ -72,31 +67,6 @@ class HistoryQuery:
 
 
 @dataclass(frozen=True)
-class Stats:
-    """Counts and average time of a set of executions (PRD FR-014)."""
-
-    total: int = 0
-    """Executions (denied ones included)."""
-    success: int = 0
-    """Ended successfully."""
-    failed: int = 0
-    """Ended failed (denied ones included)."""
-    cancelled: int = 0
-    """Cancelled, timeouts included."""
-    running: int = 0
-    """Still running."""
-    denied: int = 0
-    """Refused by the gate (counted in `failed` too)."""
-    average_ms: float = 0.0
-    """Average duration of the executions that ran and ended."""
-
-    def to_json(self) -> dict[str, Any]:
-        """API form (`averageExecutionTime` in milliseconds)."""
-        return {"total": self.total, "success": self.success, "failed": self.failed, "cancelled": self.cancelled,
-                "running": self.running, "denied": self.denied, "averageExecutionTime": self.average_ms}
-
-
-@dataclass(frozen=True)
 class HistoryPage:
     """One page of history and the statistics of everything the filters match."""
 
@@ -117,51 +87,21 @@ class HistoryPage:
                 "limit": self.limit, "offset": self.offset, "stats": self.stats.to_json()}
 
 
-def _count(status: str) -> Any:
-    return sa.func.sum(sa.case((_T.c.status == status, 1), else_=0))
-
-
-#: The aggregate columns of `Stats`, in field order.
-STATS_COLUMNS = (
-    sa.func.count().label("total"), _count("success").label("success"), _count("failed").label("failed"),
-    _count("cancelled").label("cancelled"), _count("running").label("running"),
-    sa.func.sum(sa.case((_T.c.denied, 1), else_=0)).label("denied"), sa.func.avg(_T.c.duration_ms).label("average_ms"),
-)
-
-
-def stats_from_row(row: Any) -> Stats:
-    """A `Stats` from a row of `STATS_COLUMNS`."""
-    if row is None:
-        return Stats()
-    return Stats(int(row.total or 0), int(row.success or 0), int(row.failed or 0), int(row.cancelled or 0),
-                 int(row.running or 0), int(row.denied or 0), float(row.average_ms or 0.0))
-
-
-def visible_to(principal: Principal, query: HistoryQuery) -> list[Any]:
-    """The WHERE conditions of `query` as `principal` may see it.
+def visible_to(principal: Principal, query: HistoryQuery) -> ExecutionFilter:
+    """The executions of `query` that `principal` may see.
 
     Raises:
         PermissionDenied: a non-admin asked for everyone's or another user's executions.
     """
-    where: list[Any] = []
+    user: str | None = principal.name
     if query.all_users or (query.user is not None and query.user != principal.name):
         if not principal.is_admin:
             raise PermissionDenied(
                 f"user '{principal.name}' ({principal.level}) may only see their own executions: admins may see everyone's"
             )
-        if query.user is not None:
-            where.append(_T.c.user_name == query.user)
-    else:
-        where.append(_T.c.user_name == principal.name)
-    for column, value in ((_T.c.tool, query.tool), (_T.c.category, query.category), (_T.c.status, query.status),
-                          (_T.c.run_id, query.run_id)):
-        if value is not None:
-            where.append(column == value)
-    if query.since is not None:
-        where.append(_T.c.started_at >= query.since)
-    if query.until is not None:
-        where.append(_T.c.started_at < query.until)
-    return where
+        user = query.user
+    return ExecutionFilter(user=user, tool=query.tool, category=query.category, status=query.status,
+                           run_id=query.run_id, since=query.since, until=query.until)
 
 
 class History:
@@ -169,68 +109,19 @@ class History:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.reads = ExecutionHistory(db)
 
     async def rows(self, principal: Principal, query: HistoryQuery) -> list[Execution]:
         """Just the page, newest first."""
-        stmt = (sa.select(_T).where(*visible_to(principal, query))
-                .order_by(_T.c.started_at.desc(), _T.c.id.desc()).limit(query.limit).offset(query.offset))
-        async with self.db.begin() as conn:
-            return [Execution.from_row(r) for r in await conn.execute(stmt)]
+        return await self.reads.page(visible_to(principal, query), limit=query.limit, offset=query.offset)
 
     async def stats(self, principal: Principal, query: HistoryQuery) -> Stats:
-        """Statistics over every row the filters match (paging ignored).
-
-        Without a date range or run, they are read from the execution totals (see
-        `store/engine_tables.py`) plus the running rows, instead of aggregating every matching row.
-        """
-        where = visible_to(principal, query)
-        if query.since is None and query.until is None and query.run_id is None:
-            return await self._stats_from_totals(principal, query)
-        stmt = sa.select(*STATS_COLUMNS).select_from(_T).where(*where)
-        async with self.db.begin() as conn:
-            return stats_from_row((await conn.execute(stmt)).first())
+        """Statistics over every row the filters match (paging ignored)."""
+        return await self.reads.stats(visible_to(principal, query))
 
     async def stats_by_scan(self, principal: Principal, query: HistoryQuery) -> Stats:
         """`stats` computed from the rows themselves, whatever the filters."""
-        stmt = sa.select(*STATS_COLUMNS).select_from(_T).where(*visible_to(principal, query))
-        async with self.db.begin() as conn:
-            return stats_from_row((await conn.execute(stmt)).first())
-
-    async def _stats_from_totals(self, principal: Principal, query: HistoryQuery) -> Stats:
-        tot = et.execution_totals
-        own = not (query.all_users or (query.user is not None and query.user != principal.name))
-        user = principal.name if own else query.user
-        where: list[Any] = []
-        for column, value in ((tot.c.user_name, user), (tot.c.tool, query.tool), (tot.c.category, query.category),
-                              (tot.c.status, query.status)):
-            if value is not None:
-                where.append(column == value)
-        ran = tot.c.denial == ""
-        async with self.db.begin() as conn:
-            rows = (await conn.execute(
-                sa.select(tot.c.status, ran.label("ran"), sa.func.sum(tot.c.calls).label("calls"),
-                          sa.func.sum(tot.c.timed).label("timed"), sa.func.sum(tot.c.duration_sum_ms).label("dsum"))
-                .where(*where).group_by(tot.c.status, ran))).all()
-            running = 0
-            if query.status in (None, "running"):
-                # Few rows run at once: read them by status and filter here.
-                running_where = [_T.c.status == "running", *([_T.c.user_name == user] if user is not None else [])]
-                running = sum(
-                    1 for r in await conn.execute(sa.select(_T.c.tool, _T.c.category).where(*running_where))
-                    if (query.tool is None or r.tool == query.tool) and (query.category is None or r.category == query.category)
-                )
-        by_status: dict[str, int] = {}
-        denied = timed = 0
-        dsum = 0.0
-        for r in rows:
-            by_status[r.status] = by_status.get(r.status, 0) + int(r.calls)
-            if r.ran:
-                timed += int(r.timed)
-                dsum += float(r.dsum)
-            else:
-                denied += int(r.calls)
-        return Stats(sum(by_status.values()) + running, by_status.get("success", 0), by_status.get("failed", 0),
-                     by_status.get("cancelled", 0), running, denied, dsum / timed if timed else 0.0)
+        return await self.reads.stats_by_scan(visible_to(principal, query))
 
     async def page(self, principal: Principal, query: HistoryQuery) -> HistoryPage:
         """The page, the total count and the statistics."""

@@ -9,12 +9,9 @@ Each limit is a fixed-window counter row in `limit_counters` (see `store/engine_
 
 A call takes one unit from every counter that applies, in that order, inside the caller's
 transaction; the first counter that is full raises `RateLimited` (or `BudgetExceeded`) and the
-transaction rolls back, so a refused call uses up nothing. Taking a unit is one conditional
-`UPDATE ... SET calls = calls + 1 WHERE ... AND calls < limit RETURNING calls`, which SQLite
-runs under its database write lock and PostgreSQL under the row's lock (re-checking the
-condition once a concurrent writer commits): in a window the N-th call passes and the N+1-th
-does not, however many tasks and processes race. Counters are always taken in the same order,
-so two transactions never wait on each other's rows in a cycle.
+transaction rolls back, so a refused call uses up nothing. Taking a unit is atomic across tasks
+and processes (`store/limits.py` says how). Counters are always taken in the same order, so two
+transactions never wait on each other's rows in a cycle.
 """
 
 from __future__ import annotations
@@ -25,12 +22,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
-
 from ..errors import BudgetExceeded, RateLimited
-from ..store import engine_tables as et
-from ..store.db import Database
+from ..store.db import Connection, Database
+from ..store.limits import LimitCounters
 from .config import EngineConfig
 
 #: Length of a rate window.
@@ -115,17 +109,7 @@ class Limits:
         self.db = db
         self.config = config or EngineConfig()
         self.clock = clock
-        # Built once, with bound parameters (`_take` runs on every tool execution).
-        t, c = et.limit_counters, et.limit_counters.c
-        key, window = sa.bindparam("b_key"), sa.bindparam("b_window")
-        self._bump = (t.update().where((c.key == key) & (c.window_no == window) & (c.calls < sa.bindparam("b_limit")))
-                      .values(calls=c.calls + 1).returning(c.calls))
-        # `<` rather than `!=`: a process whose clock lags must not reset a newer window.
-        self._reset = (t.update().where((c.key == key) & (c.window_no < window))
-                       .values(window_no=window, calls=1).returning(c.calls))
-        insert_fn = sqlite.insert if db.is_sqlite else postgresql.insert
-        self._create = (insert_fn(t).values(key=key, window_no=window, calls=1)
-                        .on_conflict_do_nothing(index_elements=[c.key]).returning(c.calls))
+        self.counters = LimitCounters(db)
 
     def rules(self, user: str, plan: str, *, tool: str | None = None, category: str | None = None,
               now_s: float | None = None) -> list[LimitRule]:
@@ -150,7 +134,7 @@ class Limits:
                                  month, month_end))
         return out
 
-    def consume(self, conn: sa.Connection, user: str, plan: str, *, tool: str, category: str) -> list[LimitStatus]:
+    def consume(self, conn: Connection, user: str, plan: str, *, tool: str, category: str) -> list[LimitStatus]:
         """Take one call from every counter that applies, inside `conn`'s transaction.
 
         Returns:
@@ -180,31 +164,17 @@ class Limits:
         rules = self.rules(user, plan, tool=tool, category=category, now_s=now)
         if not rules:
             return []
-        c = et.limit_counters.c
-        async with self.db.begin() as conn:
-            rows = {r.key: r for r in await conn.execute(
-                sa.select(c.key, c.window_no, c.calls).where(c.key.in_([r.key for r in rules])))}
+        rows = await self.counters.read([r.key for r in rules])
         out = []
         for rule in rules:
-            row = rows.get(rule.key)
-            used = int(row.calls) if row is not None and int(row.window_no) == rule.window_no else 0
+            window_no, calls = rows.get(rule.key, (rule.window_no, 0))
+            used = calls if window_no == rule.window_no else 0
             out.append(LimitStatus(rule.kind, rule.scope, rule.limit, used, max(0.0, rule.reset_at_s - now)))
         return out
 
-    def _take(self, conn: sa.Connection, rule: LimitRule) -> int | None:
+    def _take(self, conn: Connection, rule: LimitRule) -> int | None:
         """One unit from `rule`'s counter: the calls counted now, or None when it is full."""
-        params = {"b_key": rule.key, "b_window": rule.window_no, "b_limit": rule.limit}
-        row = conn.execute(self._bump, params).first()
-        if row is not None:
-            return int(row.calls)
-        # No row for this window: an older window's row starts over, else the first row is made.
-        if conn.execute(self._reset, params).first() is not None:
-            return 1
-        if conn.execute(self._create, params).first() is not None:
-            return 1
-        # Another transaction made or reset the row meanwhile: count against it.
-        row = conn.execute(self._bump, params).first()
-        return int(row.calls) if row is not None else None
+        return self.counters.take_in(conn, rule.key, rule.window_no, rule.limit)
 
     def _refusal(self, user: str, plan: str, rule: LimitRule, reset_in_s: float) -> RateLimited | BudgetUsedUp:
         if rule.kind == "budget":

@@ -17,13 +17,13 @@ import contextlib
 import contextvars
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any
 
 from ..errors import ConfigError
+from ..settings import Settings
 from .events import Event, EventBus
 from .redaction import redact, redact_text
 
@@ -153,12 +153,13 @@ def configure_logging(
     Raises:
         ConfigError: The level or format is not known.
     """
+    settings = Settings.from_env()
     if json is None:
-        fmt = os.environ.get(LOG_FORMAT_ENV, "text").strip().lower() or "text"
+        fmt = (settings.log_format or "text").strip().lower() or "text"
         if fmt not in ("json", "text"):
             raise ConfigError(f"unknown log format {fmt!r}: use json or text", source=LOG_FORMAT_ENV)
         json = fmt == "json"
-    resolved = _level(level if level is not None else (os.environ.get(LOG_LEVEL_ENV) or DEFAULT_LEVEL))
+    resolved = _level(level if level is not None else (settings.log_level or DEFAULT_LEVEL))
     handler: logging.Handler = _StderrHandler() if stream is None else logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if json else TextFormatter())
     handler.addFilter(ContextFilter())

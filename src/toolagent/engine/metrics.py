@@ -6,11 +6,8 @@
 - per category: invocations by status;
 - the ten most used tools, denials per tool and reason, and the running executions.
 
-Counts, sums and duration buckets come from `execution_totals` / `execution_buckets`, which the
-engine updates in the transaction that ends each execution (so a snapshot reads a few hundred
-rows, not the history); running executions are counted from `executions`. Percentiles are
-nearest-rank over the durations of the executions that ran and ended, each one index read
-(`ix_executions_tool_duration`). Figures shrink when old executions are pruned; Prometheus
+The figures come from the execution totals and the running rows (`store/metrics.py` reads
+them), not from scanning the history. Figures shrink when old executions are pruned; Prometheus
 reads that as a counter reset.
 """
 
@@ -22,20 +19,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import sqlalchemy as sa
-
-from ..store import engine_tables as et
 from ..store.db import Database, as_utc
-from .executions import DURATION_BUCKETS_S
+from ..store.executions import DURATION_BUCKETS_S
+from ..store.metrics import MetricsReads
 from .permissions import DENIAL_RATE_LIMITED
 from .prometheus import Histogram, PromDenial, PromSnapshot, PromToolFigures, PromUserFigures
 
 #: How many tools `most_used` lists.
 TOP_TOOLS = 10
-#: Percentile reads per statement (SQLite allows 500 terms in a compound SELECT).
-_PARTS_PER_QUERY = 200
-
-_T = et.executions
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -224,19 +215,6 @@ class MetricsSnapshot:
                             users=users, discovery=dict(discovery or {}), buckets_s=self.buckets_s)
 
 
-_TOT = et.execution_totals
-_BKT = et.execution_buckets
-_RAN = _TOT.c.denial == ""
-
-
-def _sum_if(condition: Any, value: Any = 1) -> Any:
-    return sa.func.coalesce(sa.func.sum(sa.case((condition, value), else_=0)), 0)
-
-
-def _ran(status: str) -> Any:
-    return _sum_if(_RAN & (_TOT.c.status == status), _TOT.c.calls)
-
-
 def _avg(total_ms: Any, count: Any) -> float:
     return float(total_ms) / int(count) if count else 0.0
 
@@ -246,6 +224,7 @@ class Metrics:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.reads = MetricsReads(db)
         self.buckets_s = DURATION_BUCKETS_S
 
     async def snapshot(
@@ -266,40 +245,9 @@ class Metrics:
             only_user: List only `user` in `users` (for non-admins).
             now: The snapshot's time (default: now).
         """
-        scope: list[Any] = [] if tool is None else [_TOT.c.tool == tool]
-        user_scope = [*scope, *([_TOT.c.user_name == user] if only_user and user is not None else [])]
-        async with self.db.begin() as conn:
-            tool_rows = (await conn.execute(
-                sa.select(_TOT.c.tool, sa.func.max(_TOT.c.category).label("category"),
-                          _ran("success").label("success"), _ran("failed").label("failed"),
-                          _ran("cancelled").label("cancelled"), _sum_if(_RAN, _TOT.c.timed).label("timed"),
-                          _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
-                          sa.func.max(sa.case((_RAN, _TOT.c.last_started_at))).label("last"))
-                .where(*scope).group_by(_TOT.c.tool))).all()
-            user_rows = (await conn.execute(
-                sa.select(_TOT.c.user_name, sa.func.sum(_TOT.c.calls).label("total"), _ran("success").label("success"),
-                          _ran("failed").label("failed"), _ran("cancelled").label("cancelled"),
-                          _sum_if(sa.not_(_RAN), _TOT.c.calls).label("denied"),
-                          _sum_if(_RAN, _TOT.c.timed).label("timed"), _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
-                          sa.func.max(_TOT.c.last_started_at).label("last"))
-                .where(*user_scope).group_by(_TOT.c.user_name))).all()
-            cat_rows = (await conn.execute(
-                sa.select(_TOT.c.category, sa.func.sum(_TOT.c.calls).label("n"), _ran("success").label("success"),
-                          _ran("failed").label("failed"), _ran("cancelled").label("cancelled"))
-                .where(*scope, _RAN).group_by(_TOT.c.category))).all()
-            denial_rows = (await conn.execute(
-                sa.select(_TOT.c.tool, _TOT.c.denial, sa.func.sum(_TOT.c.calls).label("n"))
-                .where(*scope, sa.not_(_RAN)).group_by(_TOT.c.tool, _TOT.c.denial)
-                .order_by(_TOT.c.tool, _TOT.c.denial))).all()
-            bucket_rows = (await conn.execute(
-                sa.select(_BKT.c.tool, _BKT.c.bucket, _BKT.c.calls).where(*([] if tool is None else [_BKT.c.tool == tool]))
-            )).all()
-            # Few rows run at once: read them through the status index and count here (a GROUP BY
-            # would tempt SQLite's planner into walking a whole index in group order instead).
-            running = [r for r in await conn.execute(
-                sa.select(_T.c.tool, _T.c.category, _T.c.user_name, _T.c.started_at).where(_T.c.status == "running"))
-                if tool is None or r.tool == tool]
-            pcts = await self._percentiles(conn, {r.tool: int(r.timed) for r in tool_rows if int(r.timed)})
+        rows = await self.reads.read(tool=tool, user=user if only_user else None)
+        tool_rows, user_rows, cat_rows, denial_rows = rows.tools, rows.users, rows.categories, rows.denials
+        bucket_rows, running, pcts = rows.buckets, rows.running, rows.percentiles
 
         running_tools: dict[str, int] = {}
         running_since: dict[str, datetime | None] = {}
@@ -360,38 +308,10 @@ class Metrics:
             buckets_s=self.buckets_s,
         )
 
-    async def _percentiles(self, conn: Any, counts: Mapping[str, int]) -> dict[str, tuple[float, float]]:
-        """Nearest-rank p50 and p95 of each tool's durations (`counts`: tool -> how many).
-
-        Each value is the k-th shortest duration of the tool, an index range read of
-        `ix_executions_tool_duration`; the reads of many tools go in one UNION ALL statement.
-        """
-        parts = []
-        for tool, n in sorted(counts.items()):
-            for q in (50, 95):
-                rank = (q * n + 99) // 100  # ceil(q% of n), at least 1
-                kth = (sa.select(_T.c.duration_ms).where((_T.c.tool == tool) & _T.c.duration_ms.is_not(None))
-                       .order_by(_T.c.duration_ms).limit(1).offset(rank - 1).subquery())
-                parts.append(sa.select(sa.literal(tool).label("tool"), sa.literal(q).label("q"), kth.c.duration_ms))
-        out: dict[str, list[float]] = {tool: [0.0, 0.0] for tool in counts}
-        for i in range(0, len(parts), _PARTS_PER_QUERY):
-            for r in await conn.execute(sa.union_all(*parts[i:i + _PARTS_PER_QUERY])):
-                out[r.tool][0 if r.q == 50 else 1] = float(r.duration_ms)
-        return {tool: (v[0], v[1]) for tool, v in out.items()}
-
     async def user_tool_stats(self, user: str, tool: str) -> UserMetrics:
         """One user's figures for one tool (getToolDetails `userStats`)."""
-        async with self.db.begin() as conn:
-            r = (await conn.execute(
-                sa.select(sa.func.coalesce(sa.func.sum(_TOT.c.calls), 0).label("total"), _ran("success").label("success"),
-                          _ran("failed").label("failed"), _ran("cancelled").label("cancelled"),
-                          _sum_if(sa.not_(_RAN), _TOT.c.calls).label("denied"), _sum_if(_RAN, _TOT.c.timed).label("timed"),
-                          _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
-                          sa.func.max(_TOT.c.last_started_at).label("last"))
-                .where((_TOT.c.user_name == user) & (_TOT.c.tool == tool)))).one()
-            running = (await conn.execute(
-                sa.select(sa.func.count().label("n"), sa.func.max(_T.c.started_at).label("last"))
-                .where((_T.c.user_name == user) & (_T.c.status == "running") & (_T.c.tool == tool)))).one()
+        read = await self.reads.user_tool(user, tool)
+        r, running = read.ended, read.running
         return UserMetrics(user, int(r.total) + int(running.n), int(r.success), int(r.failed), int(r.cancelled),
                            int(r.denied), _avg(r.dsum, r.timed), _max_time(as_utc(r.last), as_utc(running.last)))
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
 
-from ..errors import PermissionDenied, UsageError
+from ..errors import ExecutionDenied, UsageError
 
 Level = Literal["view_only", "execute_basic", "execute_advanced", "admin"]
 Risk = Literal["safe", "moderate", "dangerous"]
@@ -205,19 +205,6 @@ def decide(
                             f"API key {key_id} lacks scope '{scope_for(category)}' for '{tool}' "
                             f"(category {category}; the key has: {has})")
     return ALLOW
-
-
-class ExecutionDenied(PermissionDenied):
-    """The gate refused the call (FORBIDDEN); it was recorded in history and audit, never sent."""
-
-    def __init__(self, decision: Decision, *, tool: str, level: str, risk: str, execution_id: str | None = None) -> None:
-        self.decision = decision
-        self.denial = decision.code or DENIAL_LEVEL
-        self.tool = tool
-        self.level = level
-        self.risk = risk
-        self.execution_id = execution_id
-        super().__init__(decision.reason)
 
 
 __all__ = [

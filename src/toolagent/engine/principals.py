@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-
-from ..errors import NotFound, StoreError, ToolAgentError, UsageError
-from ..store import engine_tables as et
-from ..store.db import Database, as_utc, utcnow
+from ..errors import NotFound, StoreError, Unauthenticated, UsageError
+from ..store.db import Connection, Database, as_utc, utcnow
+from ..store.principals import PrincipalRows
 from .config import EngineConfig
 from .permissions import SCOPE_ALL, parse_level, parse_plan, parse_scope
 
@@ -35,12 +33,6 @@ SHOWN_PREFIX_CHARS = 10
 FALLBACK_LOCAL_USER = "local"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$")
-
-
-class Unauthenticated(ToolAgentError):
-    """The API key is unknown or revoked."""
-
-    code = "UNAUTHORIZED"
 
 
 @dataclass(frozen=True)
@@ -125,13 +117,6 @@ def _principal(row: Any) -> Principal:
     return Principal(row.name, row.level, row.plan, as_utc(row.created_at))
 
 
-#: A key and its user's level and plan, by the key's hash (every API request).
-_KEY_BY_HASH = (sa.select(et.api_keys, et.users.c.level, et.users.c.plan, et.users.c.created_at.label("user_created_at"))
-                .join(et.users, et.users.c.name == et.api_keys.c.user_name)
-                .where(et.api_keys.c.key_hash == sa.bindparam("b_hash")))
-_KEY_BY_ID = sa.select(et.api_keys).where(et.api_keys.c.id == sa.bindparam("b_id"))
-
-
 def _key(row: Any) -> ApiKey:
     return ApiKey(row.id, row.user_name, row.prefix, tuple(row.scopes or ()), as_utc(row.created_at),  # type: ignore[arg-type]
                   as_utc(row.revoked_at), row.label)
@@ -143,6 +128,7 @@ class Principals:
     def __init__(self, db: Database, config: EngineConfig | None = None) -> None:
         self.db = db
         self.config = config or EngineConfig()
+        self.rows = PrincipalRows(db)
 
     # -- users ---------------------------------------------------------------------------------
 
@@ -156,11 +142,8 @@ class Principals:
         plan = parse_plan(plan)
         level = parse_level(level) if level is not None else self.config.plan(plan).level
         now = utcnow()
-        async with self.db.begin() as conn:
-            exists = await conn.scalar(sa.select(et.users.c.name).where(et.users.c.name == name))
-            if exists is not None:
-                raise UsageError(f"user '{name}' already exists: change it with `toolagent users set-level {name} LEVEL`")
-            await conn.execute(et.users.insert().values(name=name, level=level, plan=plan, created_at=now, updated_at=now))
+        if not await self.rows.insert_user(name, level=level, plan=plan, now=now):
+            raise UsageError(f"user '{name}' already exists: change it with `toolagent users set-level {name} LEVEL`")
         return Principal(name, level, plan, now)
 
     async def get_user(self, name: str) -> Principal:
@@ -169,22 +152,17 @@ class Principals:
         Raises:
             NotFound: no such user.
         """
-        async with self.db.begin() as conn:
-            row = (await conn.execute(sa.select(et.users).where(et.users.c.name == name))).first()
+        row = await self.rows.user(name)
         if row is None:
             raise NotFound(f"user '{name}' not found: add it with `toolagent users add {name} --level execute_basic`")
         return _principal(row)
 
     async def list_users(self) -> list[Principal]:
         """Every user, by name."""
-        async with self.db.begin() as conn:
-            rows = (await conn.execute(sa.select(et.users).order_by(et.users.c.name))).all()
-        return [_principal(r) for r in rows]
+        return [_principal(r) for r in await self.rows.users()]
 
     async def _update_user(self, name: str, **values: str) -> Principal:
-        async with self.db.begin() as conn:
-            result = await conn.execute(et.users.update().where(et.users.c.name == name).values(updated_at=utcnow(), **values))
-        if result.rowcount == 0:
+        if not await self.rows.update_user(name, **values):
             raise NotFound(f"user '{name}' not found: add it with `toolagent users add {name}`")
         return await self.get_user(name)
 
@@ -237,11 +215,8 @@ class Principals:
         raw = KEY_PREFIX + secrets.token_urlsafe(32)
         key = ApiKey(id="key_" + secrets.token_hex(8), user=user, prefix=raw[:SHOWN_PREFIX_CHARS], scopes=checked,
                      created_at=utcnow(), label=label)
-        async with self.db.begin() as conn:
-            await conn.execute(et.api_keys.insert().values(
-                id=key.id, user_name=user, label=label, prefix=key.prefix, key_hash=hash_key(raw), scopes=list(checked),
-                created_at=key.created_at,
-            ))
+        await self.rows.insert_key(key_id=key.id, user=user, label=label, prefix=key.prefix, key_hash=hash_key(raw),
+                                   scopes=list(checked), created_at=key.created_at)
         return key, raw
 
     async def get_key(self, key_id: str) -> ApiKey:
@@ -250,26 +225,20 @@ class Principals:
         Raises:
             NotFound: no such key.
         """
-        async with self.db.begin() as conn:
-            row = (await conn.execute(sa.select(et.api_keys).where(et.api_keys.c.id == key_id))).first()
+        row = await self.rows.key(key_id)
         if row is None:
             raise NotFound(f"API key '{key_id}' not found: `toolagent keys list` shows the keys")
         return _key(row)
 
     @staticmethod
-    def key_in(conn: sa.Connection, key_id: str) -> ApiKey | None:
+    def key_in(conn: Connection, key_id: str) -> ApiKey | None:
         """One key by id inside the caller's transaction, or None."""
-        row = conn.execute(_KEY_BY_ID, {"b_id": key_id}).first()
+        row = PrincipalRows.key_in(conn, key_id)
         return None if row is None else _key(row)
 
     async def list_keys(self, user: str | None = None) -> list[ApiKey]:
         """Keys (of one user), oldest first."""
-        query = sa.select(et.api_keys).order_by(et.api_keys.c.created_at, et.api_keys.c.id)
-        if user is not None:
-            query = query.where(et.api_keys.c.user_name == user)
-        async with self.db.begin() as conn:
-            rows = (await conn.execute(query)).all()
-        return [_key(r) for r in rows]
+        return [_key(r) for r in await self.rows.keys(user)]
 
     async def revoke_key(self, key_id: str) -> ApiKey:
         """Revoke a key (revoking twice keeps the first time).
@@ -277,10 +246,7 @@ class Principals:
         Raises:
             NotFound: no such key.
         """
-        async with self.db.begin() as conn:
-            await conn.execute(et.api_keys.update()
-                               .where((et.api_keys.c.id == key_id) & et.api_keys.c.revoked_at.is_(None))
-                               .values(revoked_at=utcnow()))
+        await self.rows.revoke_key(key_id, utcnow())
         return await self.get_key(key_id)
 
     async def authenticate_key(self, raw_key: str) -> tuple[Principal, ApiKey]:
@@ -291,7 +257,7 @@ class Principals:
         """
         if not raw_key.startswith(KEY_PREFIX):
             raise Unauthenticated(f"not an API key: keys start with '{KEY_PREFIX}'")
-        row = await self.db.read(lambda conn: conn.execute(_KEY_BY_HASH, {"b_hash": hash_key(raw_key)}).first())
+        row = await self.rows.key_by_hash(hash_key(raw_key))
         if row is None:
             raise Unauthenticated("unknown API key")
         key = _key(row)

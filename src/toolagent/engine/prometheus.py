@@ -1,7 +1,9 @@
-"""Prometheus text exposition (format 0.0.4) of the engine's figures, with the SRS metric names.
+"""Prometheus metrics of the engine's figures, exposed through `prometheus_client`.
 
-The engine turns its metrics snapshot into a `PromSnapshot` (plain frozen records defined here)
-and `render` writes the text a scraper reads:
+The engine turns its metrics snapshot into a `PromSnapshot` (plain frozen records defined here);
+`SnapshotCollector` presents it to a `prometheus_client` registry, and `render` writes the text
+exposition (format 0.0.4) a scraper reads. The API's request counts and latencies are real
+`prometheus_client` counters and histograms (`HttpMetrics`), observed as requests are served.
 
 | metric | type | labels |
 | --- | --- | --- |
@@ -24,15 +26,25 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import Histogram as PromHistogram
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
 #: The `Content-Type` of the rendered text.
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 #: Upper bounds (seconds) of the duration histograms; `+Inf` is implied.
 DEFAULT_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 #: `status` label values of `tool_execution_total`.
 EXECUTION_STATUSES = ("success", "failed", "cancelled")
+
+_HTTP_TOTAL = ("http_requests_total", "HTTP requests served, by method, route and status.")
+_HTTP_TIME = ("http_request_duration_seconds", "HTTP request time in seconds, by method and route.")
 
 
 @dataclass(frozen=True)
@@ -148,125 +160,131 @@ class PromSnapshot:
     """Executions running now."""
     users: Sequence[PromUserFigures] = ()
     discovery: Mapping[str, int] = field(default_factory=dict)
-    """Tools discoverable per agent id (SRS `tool_discovery_count`)."""
+    """Tools discoverable per agent id (`tool_discovery_count`)."""
     http: Sequence[PromHttpFigures] = ()
     buckets_s: Sequence[float] = DEFAULT_BUCKETS_S
     """Bounds used for raw durations."""
 
 
-def escape_label_value(value: object) -> str:
-    """Escape a label value: backslash, double quote and newline."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class HttpMetrics:
+    """Request counts and latency histograms per method, route template and status, for /metrics.
 
-
-def escape_help(text: str) -> str:
-    """Escape HELP text: backslash and newline."""
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def format_value(value: float) -> str:
-    """A sample value: integers as integers, `+Inf`, `-Inf`, `NaN`, other floats in shortest form."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
-
-
-LabelKey = tuple[tuple[str, str], ...]
-
-
-class _Family:
-    def __init__(self, name: str, kind: str, help_text: str) -> None:
-        self.name, self.kind, self.help = name, kind, help_text
-        self.values: dict[LabelKey, float] = defaultdict(float)
-        self.histograms: dict[LabelKey, Histogram] = {}
-
-    def add(self, value: float, **labels: object) -> None:
-        self.values[_key(labels)] += value
-
-    def set(self, value: float, **labels: object) -> None:
-        self.values[_key(labels)] = value
-
-    def observe(self, hist: Histogram, **labels: object) -> None:
-        key = _key(labels)
-        self.histograms[key] = self.histograms[key].merged(hist) if key in self.histograms else hist
-
-    def render(self, out: list[str]) -> None:
-        out.append(f"# HELP {self.name} {escape_help(self.help)}")
-        out.append(f"# TYPE {self.name} {self.kind}")
-        for key in sorted(self.values):
-            out.append(f"{self.name}{_labels(key)} {format_value(_num(self.values[key]))}")
-        for key in sorted(self.histograms):
-            h = self.histograms[key]
-            for bound, count in zip(h.buckets, h.counts, strict=True):
-                out.append(f"{self.name}_bucket{_labels(key, ('le', format_value(float(bound))))} {count}")
-            out.append(f"{self.name}_bucket{_labels(key, ('le', '+Inf'))} {h.count}")
-            out.append(f"{self.name}_sum{_labels(key)} {format_value(float(h.sum))}")
-            out.append(f"{self.name}_count{_labels(key)} {h.count}")
-
-
-def _key(labels: Mapping[str, object]) -> LabelKey:
-    return tuple((k, str(v)) for k, v in labels.items())
-
-
-def _num(value: float) -> float:
-    return int(value) if float(value).is_integer() else value
-
-
-def _labels(key: LabelKey, *more: tuple[str, str]) -> str:
-    pairs = [*key, *more]
-    if not pairs:
-        return ""
-    return "{" + ",".join(f'{k}="{escape_label_value(v)}"' for k, v in pairs) + "}"
-
-
-def render(snapshot: PromSnapshot) -> str:
-    """The Prometheus text exposition of `snapshot`, ending with a newline.
-
-    Every family gets its HELP and TYPE lines even without samples; samples with the same
-    labels are summed, so two figures for one tool add up rather than repeat.
+    A `prometheus_client` counter and histogram in a registry of their own: observations are
+    bucketed as they come, so memory stays bounded by the number of series and counts never stop
+    growing between scrapes.
     """
-    executions = _Family("tool_execution_total", "counter", "Tool executions that ended, by tool, category and status.")
-    durations = _Family("tool_execution_duration_seconds", "histogram", "Tool execution time in seconds, by tool.")
-    denied = _Family("tool_permission_denied_total", "counter", "Tool calls refused by the permission gate, by tool and reason.")
-    limited = _Family("tool_rate_limited_total", "counter", "Tool calls refused by the rate limiter, by tool.")
-    active = _Family("tool_executions_active", "gauge", "Tool executions running now.")
-    users = _Family("tool_user_executions_total", "counter", "Tool executions per user, by status (denied included).")
-    discovery = _Family("tool_discovery_count", "gauge", "Tools discoverable per agent.")
-    http_total = _Family("http_requests_total", "counter", "HTTP requests served, by method, route and status.")
-    http_time = _Family("http_request_duration_seconds", "histogram", "HTTP request time in seconds, by method and route.")
 
-    for t in snapshot.tools:
-        for status in EXECUTION_STATUSES:
-            executions.add(getattr(t, status), tool=t.tool, category=t.category, status=status)
-        durations.observe(t.duration_histogram(snapshot.buckets_s), tool=t.tool)
-    for d in snapshot.denials:
-        denied.add(d.count, tool=d.tool, reason=d.reason)
-    for tool, count in snapshot.rate_limited.items():
-        limited.add(count, tool=tool)
-    active.set(snapshot.active)
-    for u in snapshot.users:
-        for status in (*EXECUTION_STATUSES, "denied"):
-            users.add(getattr(u, status), user=u.user, status=status)
-    for agent_id, count in snapshot.discovery.items():
-        discovery.set(count, agent_id=agent_id)
-    for h in snapshot.http:
-        http_total.add(h.count, method=h.method.upper(), route=h.route, status=h.status)
-        hist = h.histogram if h.histogram is not None else Histogram.from_values(h.durations_s, snapshot.buckets_s)
-        http_time.observe(hist, method=h.method.upper(), route=h.route)
+    def __init__(self, buckets_s: Sequence[float] = DEFAULT_BUCKETS_S) -> None:
+        self.buckets_s = tuple(buckets_s)
+        self.registry = CollectorRegistry()
+        self.requests = Counter(_HTTP_TOTAL[0], _HTTP_TOTAL[1], ("method", "route", "status"), registry=self.registry)
+        self.latency = PromHistogram(_HTTP_TIME[0], _HTTP_TIME[1], ("method", "route"), registry=self.registry,
+                                     buckets=self.buckets_s)
 
-    out: list[str] = []
-    for family in (executions, durations, denied, limited, active, users, discovery, http_total, http_time):
-        family.render(out)
-    return "\n".join(out) + "\n"
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one request that took `seconds`."""
+        verb = method.upper()
+        self.requests.labels(verb, route, str(status)).inc()
+        self.latency.labels(verb, route).observe(seconds)
+
+    def collect(self) -> Iterator[Metric]:
+        """The two families, without the `_created` timestamps (not part of these metrics)."""
+        for metric in self.registry.collect():
+            yield replace_samples(metric, [s for s in metric.samples if not s.name.endswith("_created")])
+
+
+def replace_samples(metric: Metric, samples: list[object]) -> Metric:
+    """A copy of `metric` holding `samples` instead of its own."""
+    copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+    copy.samples = samples  # type: ignore[assignment]
+    return copy
+
+
+class SnapshotCollector(Collector):
+    """Presents one `PromSnapshot` to a `prometheus_client` registry.
+
+    Every family is declared even without samples; samples with the same labels are summed, so
+    two figures for one tool add up rather than repeat. The HTTP families come from `http` when
+    given (the live counters), else from the snapshot's own `http` figures.
+    """
+
+    def __init__(self, snapshot: PromSnapshot, *, http: HttpMetrics | None = None) -> None:
+        self.snapshot = snapshot
+        self.http = http
+
+    def collect(self) -> Iterator[Metric]:
+        """The families, in a fixed order."""
+        snap = self.snapshot
+        executions: dict[tuple[str, ...], float] = defaultdict(float)
+        durations: dict[tuple[str, ...], Histogram] = {}
+        for t in snap.tools:
+            for status in EXECUTION_STATUSES:
+                executions[(t.tool, t.category, status)] += getattr(t, status)
+            _merge(durations, (t.tool,), t.duration_histogram(snap.buckets_s))
+        denied: dict[tuple[str, ...], float] = defaultdict(float)
+        for d in snap.denials:
+            denied[(d.tool, d.reason)] += d.count
+        users: dict[tuple[str, ...], float] = defaultdict(float)
+        for u in snap.users:
+            for status in (*EXECUTION_STATUSES, "denied"):
+                users[(u.user, status)] += getattr(u, status)
+
+        yield _counter("tool_execution_total", "Tool executions that ended, by tool, category and status.",
+                       ("tool", "category", "status"), executions)
+        yield _histogram("tool_execution_duration_seconds", "Tool execution time in seconds, by tool.", ("tool",),
+                         durations)
+        yield _counter("tool_permission_denied_total", "Tool calls refused by the permission gate, by tool and reason.",
+                       ("tool", "reason"), denied)
+        yield _counter("tool_rate_limited_total", "Tool calls refused by the rate limiter, by tool.", ("tool",),
+                       {(tool,): count for tool, count in snap.rate_limited.items()})
+        yield GaugeMetricFamily("tool_executions_active", "Tool executions running now.", value=snap.active)
+        yield _counter("tool_user_executions_total", "Tool executions per user, by status (denied included).",
+                       ("user", "status"), users)
+        discovery = GaugeMetricFamily("tool_discovery_count", "Tools discoverable per agent.", labels=("agent_id",))
+        for agent_id, count in snap.discovery.items():
+            discovery.add_metric((agent_id,), count)
+        yield discovery
+        if self.http is not None:
+            yield from self.http.collect()
+            return
+        http_total: dict[tuple[str, ...], float] = defaultdict(float)
+        http_time: dict[tuple[str, ...], Histogram] = {}
+        for h in snap.http:
+            http_total[(h.method.upper(), h.route, str(h.status))] += h.count
+            hist = h.histogram if h.histogram is not None else Histogram.from_values(h.durations_s, snap.buckets_s)
+            _merge(http_time, (h.method.upper(), h.route), hist)
+        yield _counter(*_HTTP_TOTAL, ("method", "route", "status"), http_total)
+        yield _histogram(*_HTTP_TIME, ("method", "route"), http_time)
+
+
+def _merge(into: dict[tuple[str, ...], Histogram], key: tuple[str, ...], hist: Histogram) -> None:
+    into[key] = into[key].merged(hist) if key in into else hist
+
+
+def _counter(name: str, doc: str, labels: Sequence[str], values: Mapping[tuple[str, ...], float]) -> Metric:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for key in sorted(values):
+        family.add_metric(key, values[key])
+    return family
+
+
+def _histogram(name: str, doc: str, labels: Sequence[str], values: Mapping[tuple[str, ...], Histogram]) -> Metric:
+    family = HistogramMetricFamily(name, doc, labels=labels)
+    for key in sorted(values):
+        h = values[key]
+        buckets = [(floatToGoString(b), c) for b, c in zip(h.buckets, h.counts, strict=True)]
+        family.add_metric(key, [*buckets, ("+Inf", h.count)], h.sum)
+    return family
+
+
+def render(snapshot: PromSnapshot, *, http: HttpMetrics | None = None) -> str:
+    """The Prometheus text exposition of `snapshot` (and of `http`'s live series), ending with a newline."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(snapshot, http=http))
+    return generate_latest(registry).decode("utf-8")
 
 
 __all__ = [
-    "CONTENT_TYPE", "DEFAULT_BUCKETS_S", "EXECUTION_STATUSES", "Histogram", "PromDenial", "PromHttpFigures",
-    "PromSnapshot", "PromToolFigures", "PromUserFigures", "escape_label_value", "format_value", "render",
+    "CONTENT_TYPE", "DEFAULT_BUCKETS_S", "EXECUTION_STATUSES", "Histogram", "HttpMetrics", "PromDenial", "PromHttpFigures",
+    "PromSnapshot", "PromToolFigures", "PromUserFigures", "SnapshotCollector", "render",
 ]

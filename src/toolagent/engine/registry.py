@@ -12,9 +12,13 @@ Risk, first source that answers:
    or annotations that leave it out, since MCP's default is destructive — is dangerous;
 4. dangerous.
 
-Category, first source that answers: the engine config's `tools` entry, `ToolSpec.category`, the
-server's name when it is a category (`file/read`), the PRD's flat names (`http_request` is web),
-else `agent`. Unclassified tools are `agent` tools — capabilities an agent reaches through its
+Category, first source that answers (each entry records which, as `category_source`): the
+engine config's `tools` entry or `ToolSpec.category` (`operator`), the server's name when it is a
+category (`file/read`: `server`), the PRD's flat names (`http_request` is web: `tool`), what
+`tools/category.py` infers from the server's name, the tool's name and title and its annotations
+(`server`, `tool`, `annotations`), else `agent` (`default`). The verb table of step 2 of the risk
+order applies only to a category from the operator or the server's name: a category a server
+gives itself through its tools' names never lowers their risk. Unclassified tools are `agent` tools — capabilities an agent reaches through its
 MCP servers — so an API key scoped to a category never reaches them without
 `agent:execute:agent` or `*`.
 """
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import ConfigError, NotFound
+from ..tools.category import infer_category
 from ..tools.spec import ToolSpec
 from .config import EngineConfig
 from .permissions import CATEGORIES, RISKS, can_run
@@ -77,19 +82,33 @@ def _flat(name: str) -> str:
 
 def classify_category(spec: ToolSpec, operator: str | None = None) -> str:
     """The tool's category (see the module docstring for the order)."""
+    return category_with_source(spec, operator)[0]
+
+
+def category_with_source(spec: ToolSpec, operator: str | None = None) -> tuple[str, str]:
+    """The tool's category and where it came from (`operator`, `server`, `tool`, `annotations`, `default`)."""
     for candidate in (operator, spec.category):
         if candidate in CATEGORIES:
-            return candidate
+            return candidate, "operator"
     if spec.server in CATEGORIES:
-        return spec.server
+        return spec.server, "server"
     flat = FLAT_RISK.get(_flat(spec.tool))
     if flat is not None:
-        return flat[1]
-    return FALLBACK_CATEGORY
+        return flat[1], "tool"
+    inferred = infer_category(spec.server, spec.tool, title=spec.title, annotations=spec.annotations)
+    if inferred is not None and inferred[0] in CATEGORIES:
+        return inferred
+    return FALLBACK_CATEGORY, "default"
 
 
-def classify_risk(spec: ToolSpec, category: str, operator: str | None = None) -> tuple[str, str]:
-    """The tool's risk and where it came from (`operator`, `table`, `annotations`, `default`)."""
+def classify_risk(
+    spec: ToolSpec, category: str, operator: str | None = None, *, category_source: str = "operator"
+) -> tuple[str, str]:
+    """The tool's risk and where it came from (`operator`, `table`, `annotations`, `default`).
+
+    `category_source` says where `category` came from; the category's verb table is used only
+    for `operator` and `server` (names the operator chose).
+    """
     for candidate in (operator, spec.risk):
         if candidate in _RANK:
             return candidate, "operator"
@@ -99,7 +118,7 @@ def classify_risk(spec: ToolSpec, category: str, operator: str | None = None) ->
     for flat in (_flat(spec.tool), _flat(spec.name)):
         if flat in FLAT_RISK:
             return FLAT_RISK[flat][0], "table"
-    verbs = _VERBS.get(category)
+    verbs = _VERBS.get(category) if category_source in ("operator", "server") else None
     if verbs:
         found = [verbs[w] for w in _words(spec.tool) if w in verbs]
         if found:
@@ -134,6 +153,8 @@ class ToolEntry:
     """Left out of listings unless asked for."""
     enabled: bool = True
     """False: hidden, and every call is denied."""
+    category_source: str = "default"
+    """Where the category came from: `operator`, `server`, `tool`, `annotations` or `default`."""
 
     @property
     def name(self) -> str:
@@ -149,7 +170,7 @@ class ToolEntry:
         """API form (listTools / getToolDetails field names, plus the engine's own)."""
         data: dict[str, Any] = {
             "name": self.name, "description": self.spec.description, "inputSchema": self.spec.input_schema,
-            "category": self.category, "risk": self.risk, "riskSource": self.risk_source, "tags": list(self.tags),
+            "category": self.category, "categorySource": self.category_source, "risk": self.risk, "riskSource": self.risk_source, "tags": list(self.tags),
             "version": self.version, "deprecated": self.deprecated, "enabled": self.enabled, "server": self.spec.server,
             "title": self.spec.title,
         }
@@ -200,13 +221,14 @@ class Registry:
     def classify(self, spec: ToolSpec) -> ToolEntry:
         """An entry for `spec` with the engine config's overrides applied (not registered)."""
         override = self.config.tool_override(spec.name)
-        category = classify_category(spec, override.category if override else None)
-        risk, source = classify_risk(spec, category, override.risk if override else None)
+        category, category_source = category_with_source(spec, override.category if override else None)
+        risk, source = classify_risk(spec, category, override.risk if override else None, category_source=category_source)
         if override is None:
-            return ToolEntry(spec, category, risk, source)
+            return ToolEntry(spec, category, risk, source, category_source=category_source)
         return ToolEntry(
             spec, category, risk, source, tags=tuple(override.tags or ()), version=override.version,
             deprecated=bool(override.deprecated), enabled=override.enabled is not False,
+            category_source=category_source,
         )
 
     def update(self, specs: Iterable[ToolSpec]) -> list[ToolEntry]:
@@ -297,5 +319,5 @@ class Registry:
 
 __all__ = [
     "FALLBACK_CATEGORY", "FALLBACK_RISK", "FLAT_RISK", "TABLE_RISK", "Registry", "ToolEntry", "ToolListing",
-    "classify_category", "classify_risk",
+    "category_with_source", "classify_category", "classify_risk",
 ]

@@ -3,9 +3,11 @@
 ```json
 {"mcpServers": {
    "supabase": {"command": "python", "args": ["-m", "toolagent.servers.supabase"], "env": {}, "cwd": null,
-                "timeout_s": 30, "risk": "safe", "category": "database", "sql_tools": ["execute-sql"]},
+                "timeout_s": 30, "connect_timeout_s": 20, "risk": "safe", "category": "database",
+                "sql_tools": ["execute-sql"]},
    "remote":   {"url": "http://127.0.0.1:8765/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
-}}
+ },
+ "connect_timeout_s": 60}
 ```
 
 `${VAR}` anywhere in a string is replaced from the environment (a missing variable is an error
@@ -15,7 +17,6 @@ naming it; `${VAR:-default}` gives a default). A tool's namespace is its server'
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -24,6 +25,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import EnvVarMissing, ServerConfigError
+from ..data import servers_file
+from ..settings import Settings
+from ..settings import environ as settings_environ
 
 #: Environment variable naming the config file.
 CONFIG_ENV = "TOOLAGENT_MCP_CONFIG"
@@ -41,7 +45,7 @@ def expand_env(value: Any, *, where: str, environ: dict[str, str] | None = None)
     Raises:
         EnvVarMissing: a referenced variable is unset and has no default.
     """
-    env = os.environ if environ is None else environ
+    env = settings_environ() if environ is None else environ
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
@@ -62,6 +66,11 @@ class _ServerBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timeout_s: float | None = Field(default=None, gt=0, description="Default call timeout for this server's tools.")
+    connect_timeout_s: float | None = Field(
+        default=None, gt=0,
+        description="How long starting the server and the MCP handshake may take (default: the file's "
+        "top-level `connect_timeout_s`, else 60 s).",
+    )
     tool_timeouts_s: dict[str, float] = Field(default_factory=dict, description="Per-tool timeouts, by tool name.")
     disabled: bool = Field(default=False, description="Skip this server entirely.")
     risk: Risk | dict[str, Risk] | None = Field(
@@ -123,6 +132,9 @@ class ServersConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     mcpServers: dict[str, _Server] = Field(default_factory=dict, description="Servers by name (the namespace).")
+    connect_timeout_s: float | None = Field(
+        default=None, gt=0, description="Default `connect_timeout_s` of every server (else 60 s)."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -172,14 +184,14 @@ class ServersConfig(BaseModel):
 
     @classmethod
     def load(cls, path: str | None = None) -> ServersConfig:
-        """Read `path`, else `TOOLAGENT_MCP_CONFIG`, else `./mcp.json`, else the checkout's `mcp.json`.
+        """Read `path`, else `TOOLAGENT_MCP_CONFIG`, else `./mcp.json`, else the one shipped in the package.
 
         Raises:
             ServerConfigError: unreadable or invalid file.
         """
-        chosen = path or os.environ.get(CONFIG_ENV)
+        chosen = path or Settings.from_env().mcp_config
         if chosen is None:
-            candidates = [Path(DEFAULT_CONFIG_FILE), Path(__file__).resolve().parents[3] / DEFAULT_CONFIG_FILE]
+            candidates = [Path(DEFAULT_CONFIG_FILE), servers_file()]
             found = next((c for c in candidates if c.is_file()), None)
             if found is None:
                 raise ServerConfigError(

@@ -13,6 +13,7 @@ from mcp.client.session import MessageHandlerFnT
 from mcp.types import Implementation
 
 from .config import HttpServer, ServerParams, StdioServer
+from .diagnose import HttpTrace
 
 CLIENT_INFO = Implementation(name="toolagent", version="0.1.0")
 
@@ -24,6 +25,7 @@ async def connect(
     errlog: IO[str],
     message_handler: MessageHandlerFnT | None = None,
     http_timeout_s: float = 300.0,
+    trace: HttpTrace | None = None,
 ) -> AsyncIterator[ClientSession]:
     """Open a transport and an initialized `ClientSession` over it.
 
@@ -32,6 +34,7 @@ async def connect(
         errlog: where a stdio server's stderr goes.
         message_handler: receives server notifications (e.g. tools/list_changed).
         http_timeout_s: read timeout of the HTTP client; per-call timeouts are enforced above it.
+        trace: records the HTTP error answers of the connection (status, body), which the SDK drops.
     """
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(params, StdioServer):
@@ -39,9 +42,10 @@ async def connect(
             read, write = await stack.enter_async_context(stdio_client(server, errlog=errlog))
         else:
             assert isinstance(params, HttpServer)
-            client = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=params.headers, timeout=httpx2.Timeout(30.0, read=http_timeout_s))
-            )
+            hooks = {"response": [trace.on_response]} if trace is not None else {}
+            client = await stack.enter_async_context(httpx2.AsyncClient(
+                headers=params.headers, timeout=httpx2.Timeout(30.0, read=http_timeout_s), event_hooks=hooks,
+            ))
             read, write = await stack.enter_async_context(
                 streamable_http_client(params.url, http_client=client, terminate_on_close=True)
             )

@@ -3,7 +3,11 @@
 Each connection is owned by a task in the pool's task group, because the SDK's transports are
 context managers that must be entered and exited by the same task; callers from any task use
 the shared `ClientSession`, which multiplexes requests by id. A connection that breaks is
-dropped and reopened on its next use, and one server's failure never touches the others.
+dropped and reopened on its next use, and one server's failure never touches the others. A
+streamable-HTTP server that restarted forgets its sessions: a call it refuses that way (404, or
+400 "not initialized", before running anything) re-initializes and is sent once more. A server
+that does not start within its connect timeout is not waited for again until that long has passed,
+so a CLI build that lists the agent's servers and then calls one waits once.
 Leaving the pool closes every connection (for stdio: stdin closed, then the process tree is
 terminated by the SDK), so no server process outlives it.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -20,22 +25,27 @@ from typing import IO, Any, Self
 
 import anyio
 import anyio.abc
-import jsonschema
 import mcp_types
 from mcp import ClientSession, MCPError
 from mcp.types import CallToolResult, PaginatedRequestParams, Tool, ToolListChangedNotification
 
 from .._aio import task_group
-from ..errors import ArgumentsInvalid, ServerUnavailable, ToolFailed, ToolTimedOut, UnknownTool, UpstreamError
+from ..errors import ServerUnavailable, ToolFailed, ToolTimedOut, UnknownTool, UpstreamError
 from ..tools.spec import ToolResult, ToolSpec, qualified, split_name
-from .config import ServerParams, ServersConfig
+from .config import HttpServer, ServerParams, ServersConfig
+from .arguments import check_arguments
 from .connect import connect
+from .diagnose import HttpTrace, stderr_summary
 
 log = logging.getLogger(__name__)
 
 #: How long opening a connection (process start + initialize) may take.
 DEFAULT_CONNECT_TIMEOUT_S = 60.0
+#: A server still starting after this long is announced through `on_starting`.
+STARTING_NOTICE_S = 1.0
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+#: Told a server's name and its connect timeout when its start takes longer than `STARTING_NOTICE_S`.
+StartingCallback = Callable[[str, float], None]
 
 
 @dataclass(eq=False)
@@ -50,9 +60,11 @@ class _Server:
     closed: anyio.Event = field(default_factory=anyio.Event)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     generation: int = 0
+    trace: HttpTrace | None = None
+    timed_out: tuple[float, str] | None = None  # (monotonic deadline, message) of the last start that hung
 
-    def stderr_tail(self, limit: int = 800) -> str:
-        """The last lines the server printed to stderr (why it failed to start, usually)."""
+    def stderr_tail(self) -> str:
+        """What the server printed to stderr that says why it failed (see `stderr_summary`)."""
         try:
             self.errlog.flush()
             self.errlog.seek(0)
@@ -60,8 +72,7 @@ class _Server:
             self.errlog.seek(0, 2)
         except (OSError, ValueError):
             return ""
-        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-        return "\n".join(lines[-5:])[-limit:]
+        return stderr_summary(text)
 
 
 def _tool_result(result: CallToolResult) -> ToolResult:
@@ -83,9 +94,22 @@ class ServerPool:
     task inside it.
     """
 
-    def __init__(self, config: ServersConfig, *, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+    def __init__(
+        self, config: ServersConfig, *, connect_timeout_s: float | None = None, on_starting: StartingCallback | None = None,
+        connector: Callable[..., Any] | None = None,
+    ) -> None:
+        """Args:
+            config: the servers.
+            connect_timeout_s: default start-up limit of servers that set no `connect_timeout_s`
+                (else the config file's top-level one, else `DEFAULT_CONNECT_TIMEOUT_S`).
+            on_starting: told when a server takes more than `STARTING_NOTICE_S` to start.
+            connector: opens a session for a server's params (default `connect`); tests pass an
+                in-process one (`toolagent.testing.in_memory_pool`).
+        """
         self.config = config
-        self.connect_timeout_s = connect_timeout_s
+        self.connect_timeout_s = connect_timeout_s or config.connect_timeout_s or DEFAULT_CONNECT_TIMEOUT_S
+        self.on_starting = on_starting
+        self.connector = connector
         self._servers: dict[str, _Server] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack = contextlib.AsyncExitStack()
@@ -97,7 +121,8 @@ class ServerPool:
         self._tg = tg
         for name, params in self.config.enabled.items():
             errlog = self._stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
-            self._servers[name] = _Server(name, params, errlog)
+            trace = HttpTrace(params.url) if isinstance(params, HttpServer) else None
+            self._servers[name] = _Server(name, params, errlog, trace=trace)
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -144,21 +169,57 @@ class ServerPool:
             assert server.session is not None
             return server.session
 
+    def connect_timeout_for(self, namespace: str) -> float:
+        """The start-up limit of one server: its own `connect_timeout_s`, else the pool's."""
+        return self._server(namespace).params.connect_timeout_s or self.connect_timeout_s
+
     async def _open(self, server: _Server) -> None:
         assert self._tg is not None, "use the pool as an async context manager"
+        if server.timed_out is not None:
+            until, message = server.timed_out
+            if time.monotonic() < until:
+                raise ServerUnavailable(server.name, message)
+            server.timed_out = None
         server.stop = anyio.Event()
         server.closed = anyio.Event()
         server.tools = None
+        limit = server.params.connect_timeout_s or self.connect_timeout_s
+        mark = server.trace.seq if server.trace is not None else 0
+        notice = anyio.CancelScope()
+        if self.on_starting is not None:
+            self._tg.start_soon(self._announce, notice, server.name, limit)
         try:
-            with anyio.fail_after(self.connect_timeout_s):
+            with anyio.fail_after(limit):
                 await self._tg.start(self._own, server)
         except TimeoutError as exc:
-            raise ServerUnavailable(server.name, f"no answer within {self.connect_timeout_s:g} s") from exc
-        except Exception as exc:  # noqa: BLE001 - any transport failure means "unavailable", with its cause
+            message = f"no answer within {limit:g} s (raise `connect_timeout_s` in the server config if it starts slowly)"
             tail = server.stderr_tail()
-            cause = _describe(exc) + (f"; server stderr: {tail}" if tail else "")
-            raise ServerUnavailable(server.name, cause) from exc
+            message += f"; server stderr: {tail}" if tail else ""
+            server.timed_out = (time.monotonic() + limit, message)
+            raise ServerUnavailable(server.name, message) from exc
+        except Exception as exc:  # noqa: BLE001 - any transport failure means "unavailable", with its cause
+            raise ServerUnavailable(server.name, self._why(server, exc, mark)) from exc
+        finally:
+            notice.cancel()
         self.connects += 1
+
+    async def _announce(self, scope: anyio.CancelScope, name: str, limit: float) -> None:
+        with scope:
+            await anyio.sleep(STARTING_NOTICE_S)
+            assert self.on_starting is not None
+            self.on_starting(name, limit)
+
+    @staticmethod
+    def _why(server: _Server, exc: BaseException, mark: int) -> str:
+        """Why opening failed: the HTTP answer, the URL, or the server's stderr."""
+        failure = server.trace.since(mark) if server.trace is not None else None
+        if failure is not None:
+            return failure.describe()
+        cause = _describe(exc)
+        if isinstance(server.params, HttpServer):
+            return f"{server.params.url}: {cause}"
+        tail = server.stderr_tail()
+        return cause + (f"; server stderr: {tail}" if tail else "")
 
     async def _own(self, server: _Server, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         started = False
@@ -170,7 +231,9 @@ class ServerPool:
                 log.debug("server %s transport error: %s", server.name, message)
 
         try:
-            async with connect(server.params, errlog=server.errlog, message_handler=on_message) as session:
+            opener = self.connector or connect
+            extra = {"trace": server.trace} if server.trace is not None else {}
+            async with opener(server.params, errlog=server.errlog, message_handler=on_message, **extra) as session:
                 server.session = session
                 server.generation += 1
                 started = True
@@ -202,19 +265,26 @@ class ServerPool:
         tools = server.tools
         if tools is not None:
             return tools
-        session = await self.session(namespace)
-        found: dict[str, Tool] = {}
-        cursor: str | None = None
-        try:
-            while True:
-                page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-                found.update((t.name, t) for t in page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
-        except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-            await self._drop(server, session)
-            raise ServerUnavailable(namespace, f"listing tools failed: {_describe(exc)}") from exc
+        for attempt in (1, 2):
+            session = await self.session(namespace)
+            mark = server.trace.seq if server.trace is not None else 0
+            found: dict[str, Tool] = {}
+            cursor: str | None = None
+            try:
+                while True:
+                    page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+                    found.update((t.name, t) for t in page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+                break
+            except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+                await self._drop(server, session)
+                failure = server.trace.since(mark, method="tools/list") if server.trace is not None else None
+                if failure is not None and failure.session_refused and attempt == 1:
+                    continue
+                why = failure.describe() if failure is not None else _describe(exc)
+                raise ServerUnavailable(namespace, f"listing tools failed: {why}") from exc
         server.specs = {}
         server.tools = found
         return found
@@ -307,61 +377,40 @@ class ServerPool:
         if validate:
             check_arguments(spec, arguments)
         server = self._server(spec.server)
-        session = await self.session(spec.server)
-        try:
-            result = await session.call_tool(
-                spec.tool, arguments, read_timeout_seconds=timeout_s, progress_callback=progress
-            )
-        except MCPError as exc:
-            if exc.code == mcp_types.REQUEST_TIMEOUT:
-                raise ToolTimedOut(spec.name, timeout_s or 0) from exc
-            if exc.code == mcp_types.CONNECTION_CLOSED:
+        for attempt in (1, 2):
+            session = await self.session(spec.server)
+            mark = server.trace.seq if server.trace is not None else 0
+            try:
+                result = await session.call_tool(
+                    spec.tool, arguments, read_timeout_seconds=timeout_s, progress_callback=progress
+                )
+                break
+            except MCPError as exc:
+                # The HTTP answer comes first: servers reuse JSON-RPC codes at HTTP level (the
+                # TypeScript SDK's 404 "Session not found" carries -32001, the timeout code).
+                failure = server.trace.since(mark, method="tools/call", tool=spec.tool) if server.trace else None
+                if failure is not None and failure.session_refused:
+                    await self._drop(server, session)
+                    if attempt == 1:
+                        log.info("server %s refused its session (%s); re-initializing", spec.server, failure.describe())
+                        continue
+                if failure is not None:
+                    raise UpstreamError(f"MCP server '{spec.server}' refused '{spec.name}': {failure.describe()}") from exc
+                if exc.code == mcp_types.REQUEST_TIMEOUT:
+                    raise ToolTimedOut(spec.name, timeout_s or 0) from exc
+                if exc.code == mcp_types.CONNECTION_CLOSED:
+                    await self._drop(server, session)
+                    raise UpstreamError(f"MCP server '{spec.server}' closed the connection during '{spec.name}'") from exc
+                raise UpstreamError(f"MCP error from '{spec.server}' calling '{spec.tool}': {exc.message} (code {exc.code})") from exc
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
                 await self._drop(server, session)
-                raise UpstreamError(f"MCP server '{spec.server}' closed the connection during '{spec.name}'") from exc
-            raise UpstreamError(f"MCP error from '{spec.server}' calling '{spec.tool}': {exc.message} (code {exc.code})") from exc
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-            await self._drop(server, session)
-            raise UpstreamError(f"MCP server '{spec.server}' connection lost during '{spec.name}'") from exc
-        except RuntimeError as exc:
-            # The SDK checks structuredContent against the tool's outputSchema and raises RuntimeError.
-            raise ToolFailed(spec.name, f"result rejected: {exc}") from exc
+                raise UpstreamError(f"MCP server '{spec.server}' connection lost during '{spec.name}'") from exc
+            except RuntimeError as exc:
+                # The SDK checks structuredContent against the tool's outputSchema and raises RuntimeError.
+                raise ToolFailed(spec.name, f"result rejected: {exc}") from exc
         if not isinstance(result, CallToolResult):
             raise UpstreamError(f"unexpected result type {type(result).__name__} from '{spec.name}'")
         return _tool_result(result)
-
-
-_VALIDATORS: dict[str, tuple[dict[str, Any], Any]] = {}
-
-
-def _validator(spec: ToolSpec) -> Any:
-    # Building a validator costs far more than running it. Specs are cached per listing, so the
-    # schema object itself identifies the version; a re-listed tool gets a fresh validator.
-    hit = _VALIDATORS.get(spec.name)
-    if hit is not None and hit[0] is spec.input_schema:
-        return hit[1]
-    try:
-        cls = jsonschema.validators.validator_for(spec.input_schema)
-        cls.check_schema(spec.input_schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        raise UpstreamError(f"tool '{spec.name}' declares an invalid input schema: {exc.message}") from exc
-    validator = cls(spec.input_schema)
-    _VALIDATORS[spec.name] = (spec.input_schema, validator)
-    return validator
-
-
-def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> None:
-    """Validate arguments against the tool's input schema, naming each bad field.
-
-    Raises:
-        ArgumentsInvalid: with every violation, e.g. "`max_rows`: 'ten' is not of type 'integer'".
-    """
-    errors = sorted(_validator(spec).iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    if errors:
-        parts = []
-        for e in errors[:10]:
-            where = ".".join(str(p) for p in e.absolute_path)
-            parts.append(f"`{where}`: {e.message}" if where else e.message)
-        raise ArgumentsInvalid(f"arguments for '{spec.name}' do not match its input schema: " + "; ".join(parts))
 
 
 def _transport_closed(session: ClientSession) -> bool:

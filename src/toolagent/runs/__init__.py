@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agents.loaders import LoadedAgent
 from ..mcp.config import ServersConfig
-from ..mcp.pool import ServerPool
-from ..store import Store, open_store
+from ..store import Store
 from .flow import FlowCap
 from .plan import BuildPlan, PlannedStep, merge_overrides, plan_build
 from .runner import BuildRunner, RunEvent, RunOutcome, StepState, new_run_id
+
+if TYPE_CHECKING:
+    from ..engine.principals import Principal
 
 
 async def load_agent(ref: str, store: Store | None) -> LoadedAgent:
@@ -26,6 +28,10 @@ async def load_agent(ref: str, store: Store | None) -> LoadedAgent:
         if len(loaded) != 1:
             raise UsageError(f"{ref} holds {len(loaded)} agents; seed it and pass ORG/SLUG")
         return loaded[0]
+    path = Path(ref).expanduser()
+    if path.suffix.lower() in (".yaml", ".yml", ".json") or ref.startswith((".", "/", "~")) or ref.count("/") > 1:
+        # It names a file, not a stored agent: say so rather than suggest seeding.
+        raise UsageError(f"agent file '{ref}' does not exist (looked for {path.resolve()})")
     org, sep, slug = ref.partition("/")
     if not sep or not org or not slug or "/" in slug:
         raise UsageError(f"'{ref}' is neither an agent file nor ORG/SLUG (e.g. demo/supabase-agent)")
@@ -42,10 +48,15 @@ async def build(
     db: str | None = None,
     servers: str | ServersConfig | None = None,
     user: str | None = None,
+    principal: Principal | None = None,
     deliverable_format: str | None = None,
     metadata: Mapping[str, Any] | None = None,
 ) -> RunOutcome:
     """Run one BUILD and return its persisted outcome; for embedding toolagent in Python.
+
+    Every step goes through the same tool stack as a CLI build: gated by the caller's level
+    against each tool's risk and the agent's tool list, counted against its limits, recorded in
+    history and audit, bounded by its timeout and cancellable by id.
 
     Args:
         agent: `org/slug` in the store, a definition file path, or a loaded agent.
@@ -53,20 +64,27 @@ async def build(
         overrides: `tools`, `toolParams`, `toolExecutionMode`, `stopOnError`.
         db: store URL (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file).
         servers: path of an `mcpServers` file, a loaded config, or None for the default lookup.
-        user: recorded as the run's user.
+        user: the stored user the run acts as (default: the local user, as on the CLI).
+        principal: the caller, already resolved (wins over `user`).
         deliverable_format: `json`, `markdown` or `text` instead of the agent's own.
         metadata: extra request metadata templates read as `metadata.*`.
 
     Raises:
         ConfigError: invalid agent, overrides or server config (before anything runs).
+        NotFound: `user` names no stored user.
     """
+    from ..runtime import open_runtime
+    from ..tools.base import CallContext
+    from .flow import FlowCap
+
     config = servers if isinstance(servers, ServersConfig) else ServersConfig.load(servers)
-    async with open_store(db) as store:
-        loaded = agent if isinstance(agent, LoadedAgent) else await load_agent(agent, store)
+    async with open_runtime(db, config, flow_cap=FlowCap.from_env()) as runtime:
+        caller = principal or await runtime.principal(user)
+        loaded = agent if isinstance(agent, LoadedAgent) else await load_agent(agent, runtime.store)
         plan = plan_build(loaded, overrides, deliverable_format=deliverable_format)
-        async with ServerPool(config) as pool:
-            runner = BuildRunner(pool, store)
-            return await runner.run(plan, payload, user=user, metadata=metadata)
+        # Only the servers the plan uses are started.
+        await runtime.catalogue.refresh(list(dict.fromkeys(t.partition("/")[0] for t in plan.tools)))
+        return await runtime.runner(CallContext(caller)).run(plan, payload, metadata=metadata)
 
 
 __all__ = [

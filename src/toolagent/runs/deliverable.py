@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 import secrets
 import time
 from collections.abc import Sequence
@@ -17,6 +20,58 @@ if TYPE_CHECKING:
 
 #: Rows shown per table in markdown and text renderings (the data keeps them all).
 RENDER_MAX_ROWS = 50
+#: Largest image, audio or embedded resource (decoded bytes, or characters of text) copied into a
+#: deliverable; a larger one is described (type, size) and points at the step record holding it.
+ATTACHMENT_MAX_BYTES = 256 * 1024
+
+
+def attachments(blocks: Sequence[dict[str, Any]], *, run_id: str, position: int,
+                max_bytes: int = ATTACHMENT_MAX_BYTES) -> list[dict[str, Any]]:
+    """The non-text content blocks of a result, as the deliverable keeps them.
+
+    Images and audio keep `mimeType`, `size` (decoded bytes) and `data` up to `max_bytes`; resource
+    links keep `uri`, `name`, `mimeType` and `description`; embedded resources keep `uri`,
+    `mimeType`, `size` and their `text` or `blob` up to `max_bytes`. Whatever is left out is marked
+    `truncated` with `storedIn`: the run and step whose record holds the full result.
+    """
+    kept: list[dict[str, Any]] = []
+    where = {"runId": run_id, "step": position}
+    for block in blocks:
+        kind = block.get("type")
+        if kind in ("image", "audio"):
+            data = block.get("data") or ""
+            item: dict[str, Any] = {"type": kind, "mimeType": block.get("mimeType"), "size": _decoded_size(data)}
+            _keep(item, "data", data, item["size"], max_bytes, where)
+        elif kind == "resource_link":
+            item = {k: block[k] for k in ("type", "uri", "name", "title", "mimeType", "description", "size") if k in block}
+        elif kind == "resource":
+            res = block.get("resource") or {}
+            item = {"type": "resource", "uri": res.get("uri"), "mimeType": res.get("mimeType")}
+            if isinstance(res.get("text"), str):
+                item["size"] = len(res["text"].encode("utf-8"))
+                _keep(item, "text", res["text"], len(res["text"]), max_bytes, where)
+            elif isinstance(res.get("blob"), str):
+                item["size"] = _decoded_size(res["blob"])
+                _keep(item, "blob", res["blob"], item["size"], max_bytes, where)
+        else:
+            continue
+        kept.append(item)
+    return kept
+
+
+def _keep(item: dict[str, Any], key: str, value: str, size: int, max_bytes: int, where: dict[str, Any]) -> None:
+    if size <= max_bytes:
+        item[key] = value
+    else:
+        item["truncated"] = True
+        item["storedIn"] = where
+
+
+def _decoded_size(data: str) -> int:
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except (binascii.Error, ValueError):
+        return len(data)
 
 
 def deliverable_metadata(
@@ -53,6 +108,7 @@ def render_deliverable(
             "tool": s.tool, "status": s.status, "params": s.params, "paramSources": s.param_sources,
             "structuredContent": s.result.structured if s.result else None,
             "text": s.result.text if s.result else None, "error": s.error, "durationMs": s.duration_ms,
+            "attachments": attachments(s.result.content, run_id=run_id, position=s.position) if s.result else [],
         }
         for s in steps
     ]
@@ -126,8 +182,41 @@ def _markdown(plan: BuildPlan, data: dict[str, Any], md: dict[str, Any]) -> str:
         if len(out) == before and sc:
             out += ["", "```json", json.dumps(sc, indent=2, default=str)[:4000], "```"]
         elif not sc and r["text"]:
-            out += ["", "```", r["text"], "```"]
+            fence = _fence(r["text"])
+            out += ["", fence, r["text"], fence]
+        if r.get("attachments"):
+            out += ["", *(_attachment_markdown(a) for a in r["attachments"])]
     return "\n".join(out) + "\n"
+
+
+def _fence(text: str) -> str:
+    # Longer than any backtick run in the text, so a tool's own ``` blocks stay inside it.
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _describe_attachment(a: dict[str, Any]) -> str:
+    parts = [a.get("mimeType") or "unknown type"]
+    if a.get("size") is not None:
+        parts.append(f"{a['size']} bytes")
+    if a.get("truncated"):
+        parts.append(f"not copied: full result in run {a['storedIn']['runId']} step {a['storedIn']['step']}")
+    return ", ".join(parts)
+
+
+def _attachment_markdown(a: dict[str, Any]) -> str:
+    kind = a["type"]
+    if kind == "resource_link":
+        label = a.get("title") or a.get("name") or a.get("uri")
+        return f"- resource link [{label}]({a.get('uri')})" + (f" ({a['mimeType']})" if a.get("mimeType") else "")
+    if kind == "image" and "data" in a:
+        return f"- image ({_describe_attachment(a)}):\n\n  ![image](data:{a.get('mimeType')};base64,{a['data']})"
+    if kind == "resource":
+        line = f"- resource `{a.get('uri')}` ({_describe_attachment(a)})"
+        if "text" in a:
+            return line + "\n\n  ```\n  " + a["text"][:4000].replace("\n", "\n  ") + "\n  ```"
+        return line
+    return f"- {kind} ({_describe_attachment(a)})"
 
 
 def _text(plan: BuildPlan, data: dict[str, Any], md: dict[str, Any]) -> str:
@@ -142,4 +231,52 @@ def _text(plan: BuildPlan, data: dict[str, Any], md: dict[str, Any]) -> str:
             out.append("  " + sc["summary"].replace("\n", "\n  "))
         elif r["text"]:
             out.append("  " + r["text"][:2000].replace("\n", "\n  "))
+        for a in r.get("attachments") or []:
+            where = a.get("uri") if a["type"] in ("resource", "resource_link") else None
+            out.append(f"  [{a['type']}{' ' + where if where else ''}: {_describe_attachment(a)}]")
     return "\n".join(out) + "\n"
+
+
+def interrupted_deliverable(
+    run: Any, steps: Sequence[Any], *, error: str, ended_at: datetime, duration_ms: float | None,
+) -> dict[str, Any]:
+    """The deliverable of a run whose process died: what its steps had done, and why it stopped.
+
+    Built from the stored rows when the run is closed as interrupted (the agent's own format is
+    not stored with the run, so it is JSON). Finished steps keep their results and attachments.
+
+    Args:
+        run: the run row (`id`, `organization_slug`, `agent_slug`, `agent_version`, `execution_mode`,
+            `stop_on_error`, `started_at`).
+        steps: its step rows, already closed (`failed` / `skipped`).
+        error: why it stopped (`interrupted: ...`).
+        ended_at: when it was closed.
+        duration_ms: from start to close.
+    """
+    results = []
+    for s in steps:
+        result = s.result or {}
+        results.append({
+            "tool": s.tool, "status": s.status, "params": s.params, "paramSources": s.param_sources,
+            "structuredContent": result.get("structuredContent"), "text": result.get("text"), "error": s.error,
+            "durationMs": s.duration_ms,
+            "attachments": attachments(result.get("content") or [], run_id=run.id, position=s.position),
+        })
+    agent_ref = f"{run.organization_slug}/{run.agent_slug}" if run.organization_slug else run.agent_slug
+    metadata = {
+        "toolsExecuted": sum(1 for s in steps if s.status in ("success", "failed") and s.result is not None),
+        "successfulTools": sum(1 for s in steps if s.status == "success"),
+        "failedTools": sum(1 for s in steps if s.status in ("failed", "denied")),
+        "executionMode": run.execution_mode, "stopOnError": run.stop_on_error,
+        "toolsUsed": [s.tool for s in steps if s.result is not None],
+        "runId": run.id, "status": "failed", "interrupted": True,
+        "agent": {"organization": run.organization_slug, "slug": run.agent_slug, "version": run.agent_version},
+        "startedAt": run.started_at.isoformat() if run.started_at else None, "endedAt": ended_at.isoformat(),
+        "durationMs": round(duration_ms, 3) if duration_ms is not None else None,
+    }
+    data = {"agent": agent_ref, "runId": run.id, "status": "failed", "error": error, "results": results}
+    return {
+        "id": f"dlv_{int(time.time() * 1000)}_{secrets.token_hex(4)}", "format": "json", "type": "interrupted-run",
+        "content": json.dumps({"metadata": metadata, **data}, indent=2, default=str), "data": data,
+        "metadata": metadata, "created_at": ended_at,
+    }

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from ..settings import Settings
 from ..tools.spec import ToolResult, ToolSpec
 
 #: Longest list passed on to later steps (the stored result keeps everything).
@@ -30,16 +29,9 @@ class FlowCap:
         Raises:
             UsageError: a value is not a positive integer.
         """
-        env = os.environ if environ is None else environ
-        values = {}
-        for field_name, var in (("max_items", "TOOLAGENT_FLOW_MAX_ITEMS"), ("max_chars", "TOOLAGENT_FLOW_MAX_CHARS")):
-            raw = env.get(var)
-            if raw is None or raw == "":
-                continue
-            if not raw.isdigit() or int(raw) < 1:
-                raise UsageError(f"{var} must be a positive integer, got {raw!r}")
-            values[field_name] = int(raw)
-        return cls(**values)
+        settings = Settings.from_env(environ)
+        values = {"max_items": settings.flow_max_items, "max_chars": settings.flow_max_chars}
+        return cls(**{k: v for k, v in values.items() if v is not None})
 
     def apply(self, value: Any) -> Any:
         """A copy of `value` with lists and strings cut to the bounds."""
@@ -52,15 +44,26 @@ class FlowCap:
         return value
 
 
-def result_view(result: ToolResult | None, status: str, cap: FlowCap) -> dict[str, Any]:
-    """How later steps see a result: its structured fields plus `text`, `content` and `status`.
+#: Key of the result view holding what MCP adds around the tool's own fields (text, content
+#: blocks, status, isError). Structured fields sit beside it, so no field a tool returns can
+#: shadow it, and it can never be mistaken for one of the tool's fields.
+RESULT_KEY = "_result"
 
-    A structured field of the same name wins over the added ones, since it is the tool's own data.
+
+def result_view(result: ToolResult | None, status: str, cap: FlowCap) -> dict[str, Any]:
+    """How later steps see a result: its structured fields, plus `_result` with the rest.
+
+    `_result` holds `text` (every text block joined), `content` (the MCP content blocks),
+    `status` (the step's status) and `isError`. A structured field named `_result` is only in
+    the stored result: the view's own key takes its place.
     """
     view: dict[str, Any] = dict(result.structured or {}) if result is not None else {}
-    view.setdefault("text", result.text if result is not None else "")
-    view.setdefault("content", result.content if result is not None else [])
-    view.setdefault("status", status)
+    view[RESULT_KEY] = {
+        "text": result.text if result is not None else "",
+        "content": result.content if result is not None else [],
+        "status": status,
+        "isError": result.is_error if result is not None else False,
+    }
     return cap.apply(view)
 
 
@@ -73,9 +76,11 @@ def fill_required(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Implicit chaining: fill required arguments the params leave unset.
 
-    `previous_fields` are the previous step's structured fields (already capped). In order: the
-    previous step's structured result field of the same name, then the payload's
-    top-level field of the same name. Returns the arguments and, per argument, where it came from
+    `previous_fields` is the previous step's result view (already capped). In order: the
+    previous step's structured result field of the same name, then the payload's top-level
+    field of the same name. The view's `_result` entry (text, content blocks, status) never
+    fills an argument: a tool without structured output passes nothing on implicitly, so an
+    argument named `content` or `text` comes from the payload, not from the content blocks. Returns the arguments and, per argument, where it came from
     (`params`, `previous:<tool>.<field>`, `payload.<field>`).
     """
     args = dict(params)
@@ -83,7 +88,7 @@ def fill_required(
     for name in spec.required_args:
         if name in args:
             continue
-        if previous_tool is not None and name in previous_fields:
+        if previous_tool is not None and name != RESULT_KEY and name in previous_fields:
             args[name] = previous_fields[name]
             sources[name] = f"previous:{previous_tool}.{name}"
         elif name in payload:

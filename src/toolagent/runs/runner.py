@@ -1,4 +1,8 @@
-"""The BUILD runner: executes a `BuildPlan` over the server pool and persists everything.
+"""The BUILD runner: executes a `BuildPlan` through the tool stack and persists everything.
+
+Every step is one call through the same stack as any other (`ToolStack.call`), as the runner's
+caller, with the run id, the agent's tool list and its security block in the call's context;
+the step's status is read off the call's outcome.
 
 Sequential runs render each step's params just before it runs, over `payload`, `metadata`,
 `steps` and `previous`; parallel runs start every step at once under a concurrency cap. With
@@ -12,38 +16,32 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
 from .._aio import task_group
-from ..errors import CallCancelled, PolicyError, SqlRejected, ToolAgentError
-from ..mcp.pool import ServerPool
+from ..errors import PolicyError, ToolAgentError
+from ..status import CallStatus, RunStatus, StepStatus
 from ..store import Store
 from ..store.db import utcnow
+from ..tools.base import CallContext, CallOutcome
 from ..tools.spec import ToolResult, ToolSpec
+from ..tools.stack import ToolStack
 from .deliverable import render_deliverable
 from .flow import FlowCap, fill_required, result_view
 from .plan import BuildPlan
 from .writer import StepWriter
 
-#: Step timeout when neither the server config nor the request sets one.
-DEFAULT_STEP_TIMEOUT_S = 30.0
 #: How many parallel steps run at once.
 DEFAULT_MAX_CONCURRENCY = 16
 
 SUCCESS, FAILED, SKIPPED, CANCELLED, DENIED, PENDING, RUNNING = (
-    "success", "failed", "skipped", "cancelled", "denied", "pending", "running",
+    StepStatus.SUCCESS, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.CANCELLED, StepStatus.DENIED,
+    StepStatus.PENDING, StepStatus.RUNNING,
 )
-
-
-class StepExecutor(Protocol):
-    """Performs one call; the engine plugs in here to gate, time, record and count it."""
-
-    async def __call__(self, spec: ToolSpec, arguments: dict[str, Any], *, run_id: str, timeout_s: float,
-                       agent_tools: list[str]) -> ToolResult: ...
 
 
 @dataclass
@@ -110,12 +108,16 @@ def new_run_id() -> str:
 
 @dataclass
 class BuildRunner:
-    """Runs plans against a pool, persisting into a store."""
+    """Runs plans through the tool stack as one caller, persisting into a store."""
 
-    pool: ServerPool
+    tools: ToolStack
+    """The tool stack every step goes through (gate, limits, records, timeout, SQL guard, schema)."""
     store: Store
-    executor: StepExecutor | None = None
-    default_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
+    """Where the run, its steps and its deliverable are stored."""
+    context: CallContext
+    """Who runs it (principal, API key); each step adds the run id, the agent's tools and security."""
+    default_timeout_s: float | None = None
+    """A step's timeout when its server config sets none (None: the runtime's default)."""
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     flow_cap: FlowCap = field(default_factory=FlowCap)
     _active: dict[str, anyio.CancelScope] = field(default_factory=dict)
@@ -140,10 +142,13 @@ class BuildRunner:
     ) -> RunOutcome:
         """Execute the plan; never raises for step failures (they are in the outcome).
 
+        `user` is recorded as the run's user (default: the caller's name).
+
         Raises:
             StoreError: the run could not be recorded at all.
         """
         run_id = run_id or new_run_id()
+        user = user if user is not None else self.context.principal.name
         started = utcnow()
         steps = [StepState(s.position, s.tool) for s in plan.steps]
         meta = {
@@ -263,37 +268,28 @@ class BuildRunner:
             # Off the event loop: a template may take long to render, and the server must go on answering.
             params = await anyio.to_thread.run_sync(params_template.render, context)
             state.params = params
-            spec = await self.pool.tool_spec(state.tool)
-            args, sources = fill_required(spec, params, previous[0] if previous else None,
+            entry = await self.tools.resolve(state.tool)
+            args, sources = fill_required(entry.spec, params, previous[0] if previous else None,
                                           previous[1] if previous else {}, ctx.payload)
             state.params, state.param_sources = args, sources
-            if spec.takes_sql:
-                _guard_sql(ctx.plan, spec, args)
-            timeout_s = spec.timeout_s or self.default_timeout_s
-            if self.executor is not None:
-                result = await self.executor(spec, args, run_id=ctx.run_id, timeout_s=timeout_s,
-                                             agent_tools=ctx.plan.tools)
-            else:
-                result = await self.pool.call(spec, args, timeout_s=timeout_s)
-            state.result = result
-            state.status = FAILED if result.is_error else SUCCESS
-            if result.is_error:
-                state.error = f"tool '{state.tool}' reported an error: {result.text or 'no message'}"
+            call_ctx = replace(self.context, run_id=ctx.run_id, agent_tools=ctx.plan.tools,
+                               security=ctx.plan.security, timeout_ms=self._timeout_ms(entry.spec))
+            _apply(state, await self.tools.call(entry, args, call_ctx))
         except anyio.get_cancelled_exc_class():
             state.status, state.error = CANCELLED, state.error or "cancelled"
             self._close(ctx, state, t0)
             with anyio.CancelScope(shield=True):
                 await ctx.emit(RunEvent("step_finished", ctx.run_id, state))
             raise
-        except PolicyError as exc:
-            state.status = FAILED if isinstance(exc, SqlRejected) else DENIED
-            state.error = exc.message
-        except CallCancelled as exc:
-            state.status, state.error = CANCELLED, exc.message
         except ToolAgentError as exc:
             state.status, state.error = FAILED, exc.message
         self._close(ctx, state, t0)
         await ctx.emit(RunEvent("step_finished", ctx.run_id, state))
+
+    def _timeout_ms(self, spec: ToolSpec) -> int | None:
+        if spec.timeout_s is not None or self.default_timeout_s is None:
+            return None  # the server config's, else the runtime's default
+        return min(300_000, max(1_000, int(self.default_timeout_s * 1000)))
 
     @staticmethod
     def _close(ctx: _Run, state: StepState, t0: float) -> None:
@@ -325,17 +321,31 @@ def _step_values(step: StepState) -> dict[str, Any]:
     }
 
 
-def _guard_sql(plan: BuildPlan, spec: ToolSpec, args: dict[str, Any]) -> None:
-    """Check a SQL-taking tool's statement with the agent's security block before dispatch."""
-    from ..sql import SqlGuard, SqlPolicy
-
-    sql = args.get("sql")
-    if not isinstance(sql, str):
-        return
-    policy = SqlPolicy.from_security(plan.security.denied_operations, plan.security.allowed_tables)
-    decision = SqlGuard(policy).check(sql)
-    if not decision.allowed:
-        raise SqlRejected(list(decision.reasons))
+def _apply(state: StepState, outcome: CallOutcome) -> None:
+    """A step's status and error from its call's outcome."""
+    tool = state.tool
+    state.result = outcome.result
+    if outcome.status is CallStatus.OK:
+        state.status = SUCCESS
+    elif outcome.status is CallStatus.DENIED:
+        state.status = DENIED
+        state.error = outcome.exception.message if outcome.exception is not None else outcome.error
+    elif outcome.status is CallStatus.TIMED_OUT:
+        timeout_ms = outcome.record.timeout_ms if outcome.record is not None else None
+        state.status = FAILED
+        state.error = (f"tool '{tool}' timed out after {timeout_ms / 1000:g} s" if timeout_ms else
+                       outcome.error or f"tool '{tool}' timed out")
+    elif outcome.status is CallStatus.CANCELLED:
+        state.status = CANCELLED
+        state.error = f"execution {outcome.execution_id} of '{tool}' was cancelled: {outcome.reason or 'cancelled'}"
+    elif outcome.result is not None and outcome.result.is_error:
+        state.status = FAILED
+        state.error = f"tool '{tool}' reported an error: {outcome.result.text or 'no message'}"
+    else:
+        state.status = FAILED
+        exc = outcome.exception
+        # A refusal before sending (the SQL guard) speaks for itself; a broken call names its tool.
+        state.error = exc.message if isinstance(exc, PolicyError) else f"tool '{tool}' failed: {outcome.error}"
 
 
 def _emitter(sink: EventSink | None) -> Callable[[RunEvent], Awaitable[None]]:

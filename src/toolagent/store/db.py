@@ -6,7 +6,6 @@ Database driver errors are translated to `StoreError` here and only here.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -19,8 +18,8 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from ..errors import StoreError, UsageError
-from . import tables as t
-from .migrations import MIGRATIONS
+from ..settings import Settings
+from . import migrations
 
 #: Environment variable holding the store URL.
 DATABASE_URL_ENV = "TOOLAGENT_DATABASE_URL"
@@ -34,18 +33,24 @@ _MIGRATION_LOCK_KEY = 7_301_245_119
 _PG_WRITERS = 10
 
 T = TypeVar("T")
+#: A synchronous connection inside a store transaction: what `Database.write` and `Database.read`
+#: hand to their function, and what the repositories' `..._in` verbs take.
+Connection = sa.Connection
 
 
 def default_url() -> str:
     """`TOOLAGENT_DATABASE_URL`, else a SQLite file under `./.toolagent/`."""
-    env = os.environ.get(DATABASE_URL_ENV)
+    env = Settings.from_env().database_url
     if env:
         return env
     return f"sqlite+aiosqlite:///{DEFAULT_HOME / 'toolagent.db'}"
 
 
 def normalize_url(url: str) -> str:
-    """Accept the URL spellings people paste (`postgres://`, `postgresql://`, `sqlite:///`)."""
+    """Accept the URL spellings people paste (`postgres://`, `postgresql://`, `sqlite:///`) and a bare
+    SQLite file path (`./x.db`, `~/x.db`, `/var/lib/x.db`), which becomes an absolute `sqlite+aiosqlite` URL."""
+    if "://" not in url:
+        return f"sqlite+aiosqlite:///{Path(url).expanduser().resolve()}"
     if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://"):]
     if url.startswith("postgresql://"):
@@ -197,30 +202,23 @@ class Database:
         """`sqlite` or `postgresql`."""
         return "sqlite" if self.is_sqlite else "postgresql"
 
-    async def migrate(self) -> list[int]:
-        """Apply every migration not applied yet; returns the versions applied now."""
+    async def migrate(self, target: str = "head") -> list[int]:
+        """Apply every migration not applied yet (Alembic, up to `target`); returns the revision
+        numbers applied now. A store made before Alembic is adopted at the version it recorded."""
         async with self.begin() as conn:
-            return await conn.run_sync(self._migrate_sync)
+            return await conn.run_sync(self._migrate_sync, target)
 
-    def _migrate_sync(self, conn: sa.Connection) -> list[int]:
+    def _migrate_sync(self, conn: sa.Connection, target: str) -> list[int]:
         if not self.is_sqlite:
+            # Processes starting together would each try to create the tables: the first one
+            # migrates, the others wait here and then find nothing left to do.
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
-        t.schema_migrations.create(conn, checkfirst=True)
-        done = {row[0] for row in conn.execute(sa.select(t.schema_migrations.c.version))}
-        applied = []
-        for m in sorted(MIGRATIONS, key=lambda m: m.version):
-            if m.version in done:
-                continue
-            m.apply(conn)
-            conn.execute(t.schema_migrations.insert().values(version=m.version, name=m.name, applied_at=utcnow()))
-            applied.append(m.version)
-        return applied
+        return migrations.upgrade(conn, target)
 
     async def schema_version(self) -> int:
-        """The highest applied migration."""
+        """The number of the newest applied revision (0 for an empty database)."""
         async with self.begin() as conn:
-            value = await conn.scalar(sa.select(sa.func.max(t.schema_migrations.c.version)))
-            return int(value or 0)
+            return migrations.revision_number(await conn.run_sync(migrations.current_revision))
 
     async def dispose(self) -> None:
         """Close every pooled connection."""

@@ -176,8 +176,22 @@ class RunStore:
                                    .values(status="failed", error=error, ended_at=now))
                 await conn.execute(t.run_steps.update().where((steps.run_id == row.id) & (steps.status == "pending"))
                                    .values(status="skipped"))
+                await self._save_interrupted_deliverable(conn, row.id, error, now)
             closed.append(row.id)
         return closed
+
+    @staticmethod
+    async def _save_interrupted_deliverable(conn: Any, run_id: str, error: str, now: datetime) -> None:
+        """Give a run closed as interrupted a deliverable saying so (with what its steps did)."""
+        from ..runs.deliverable import interrupted_deliverable  # runs imports the store: not at load
+
+        run = _row(RunRow, (await conn.execute(sa.select(t.runs).where(t.runs.c.id == run_id))).one())
+        rows = (await conn.execute(sa.select(t.run_steps).where(t.run_steps.c.run_id == run_id)
+                                   .order_by(t.run_steps.c.position))).all()
+        deliverable = interrupted_deliverable(run, [_row(StepRow, r) for r in rows], error=error, ended_at=now,
+                                              duration_ms=run.duration_ms)
+        await conn.execute(t.deliverables.insert().values(run_id=run_id, **deliverable))
+        await conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(deliverable_id=deliverable["id"]))
 
     async def update_steps(self, run_id: str, rows: list[dict[str, Any]]) -> None:
         """Update several steps of a run in one transaction; each row has `position` and the same keys."""

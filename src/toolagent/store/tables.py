@@ -1,4 +1,5 @@
-"""SQLAlchemy Core tables: today's schema. `migrations.py` creates and evolves them."""
+"""SQLAlchemy Core tables: today's schema. The Alembic revisions in `migrations/versions/` create
+and evolve them; a test checks that replaying them ends in exactly this shape."""
 
 from __future__ import annotations
 
@@ -9,13 +10,6 @@ JSON = sa.JSON().with_variant(JSONB(), "postgresql")
 TS = sa.DateTime(timezone=True)
 
 metadata = sa.MetaData()
-
-schema_migrations = sa.Table(
-    "schema_migrations", metadata,
-    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("name", sa.Text, nullable=False),
-    sa.Column("applied_at", TS, nullable=False),
-)
 
 agents = sa.Table(
     "agents", metadata,

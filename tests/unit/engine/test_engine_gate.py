@@ -1,6 +1,6 @@
 """The pure gate: the 4 levels x 3 risks matrix, the check order, API key scopes; risk and category
 classification; the engine config. And the same matrix for BUILD steps, through BuildRunner and
-`engine_executor` over an MCP server running in process."""
+the runtime's tool stack over an MCP server running in process."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from toolagent.engine.config import EngineConfig
 from toolagent.engine.permissions import (
     ALLOW, LEVELS, RISKS, can_run, decide, parse_scope, required_for, scopes_allow,
 )
-from toolagent.engine.registry import Registry, classify_category, classify_risk
+from toolagent.engine.registry import Registry, category_with_source, classify_category, classify_risk
 from toolagent.errors import ConfigError, UsageError
 from toolagent.mcp.config import ServersConfig
 from toolagent.tools.spec import ToolSpec
@@ -114,7 +114,8 @@ def spec(name: str, **kw: object) -> ToolSpec:
     ("fs/list_directory", {"category": "file"}, "safe", "table"),
     ("fs/read_then_delete", {"category": "file"}, "dangerous", "table"),  # riskiest verb wins
     ("fs/move_file", {"category": "file"}, "dangerous", "default"),  # not in the table
-    ("fs/read_file", {}, "dangerous", "default"),                    # category unknown: no verb guessing
+    ("fs/read_file", {}, "safe", "table"),                           # category from the server's name
+    ("x/read_file", {}, "dangerous", "default"),                     # category from the tool's own name: no verb guessing
     ("x/y", {"annotations": {"read_only_hint": True}}, "dangerous", "default"),  # untrusted hints ignored
     ("x/y", {"annotations": {"read_only_hint": True}, "trusted": True}, "safe", "annotations"),
     ("x/y", {"annotations": {"destructive_hint": False}, "trusted": True}, "moderate", "annotations"),
@@ -125,16 +126,31 @@ def spec(name: str, **kw: object) -> ToolSpec:
 ])
 def test_risk(name: str, kw: dict[str, object], risk: str, source: str) -> None:
     s = spec(name, **kw)
-    assert classify_risk(s, classify_category(s)) == (risk, source)
+    category, category_source = category_with_source(s)
+    assert classify_risk(s, category, category_source=category_source) == (risk, source)
 
 
 @pytest.mark.parametrize(("name", "kw", "category"), [
     ("file/read", {}, "file"), ("fs/read_file", {"category": "file"}, "file"), ("tools/http_request", {}, "web"),
-    ("tools/browser_click", {}, "browser"), ("tools/update_plan", {}, "workflow"), ("supabase/execute-sql", {}, "agent"),
+    ("tools/browser_click", {}, "browser"), ("tools/update_plan", {}, "workflow"), ("supabase/execute-sql", {}, "database"),
     ("x/y", {"category": "not-a-category"}, "agent"),
 ])
 def test_category(name: str, kw: dict[str, object], category: str) -> None:
     assert classify_category(spec(name, **kw)) == category
+
+
+@pytest.mark.parametrize(("name", "kw", "expected"), [
+    ("fs/move_file", {"category": "database"}, ("database", "operator")),
+    ("filesystem/move_file", {}, ("file", "server")),
+    ("playwright/browser_navigate", {}, ("browser", "tool")),          # a flat name of the table
+    ("playwright/browser_snapshot", {}, ("browser", "server")),
+    ("fetch/fetch", {}, ("web", "server")),
+    ("tools/list_directory", {"title": "List Directory"}, ("file", "tool")),
+    ("tools/lookup", {"annotations": {"open_world_hint": True}}, ("web", "annotations")),
+    ("tools/lookup", {"annotations": {"read_only_hint": True}}, ("agent", "default")),
+])
+def test_category_is_inferred_with_its_source(name: str, kw: dict[str, object], expected: tuple[str, str]) -> None:
+    assert category_with_source(spec(name, **kw)) == expected
 
 
 def test_registry_overrides_listing_and_duplicates() -> None:
@@ -191,7 +207,7 @@ def test_config_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert c.retention_days == 7 and c.tool_rate_per_minute == {"web/post": 2}
 
 
-# -- the matrix for BUILD steps: BuildRunner + engine_executor over a real (in-process) MCP server ---
+# -- the matrix for BUILD steps: the runtime's runner over a real (in-process) MCP server ---
 
 #: Tool of the in-process server -> the risk the server config gives it.
 STEP_RISKS = {"safe-op": "safe", "moderate-op": "moderate", "dangerous-op": "dangerous"}
@@ -223,7 +239,7 @@ def in_memory_pool(monkeypatch: pytest.MonkeyPatch) -> tuple[ServersConfig, list
     server = _gate_server(calls)
 
     @contextlib.asynccontextmanager
-    async def connect(params: Any, *, errlog: Any, message_handler: Any = None) -> AsyncIterator[Any]:
+    async def connect(params: Any, *, errlog: Any, message_handler: Any = None, **_: Any) -> AsyncIterator[Any]:
         async with Client(server, message_handler=message_handler) as client:
             yield client.session
 
@@ -250,23 +266,19 @@ def _plan(mode: str) -> Any:
 @pytest.mark.parametrize("level", LEVELS)
 async def test_build_step_matrix(tmp_path: Path, in_memory_pool: tuple[ServersConfig, list[str]], level: str,
                                  mode: str) -> None:
-    from toolagent.engine import Engine
     from toolagent.mcp.pool import ServerPool
-    from toolagent.runs import BuildRunner
-    from toolagent.runs.executor import engine_executor
+    from toolagent.runtime import Runtime
     from toolagent.store import open_store
+    from toolagent.tools.base import CallContext
 
     config, calls = in_memory_pool
-    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, Engine(store) as engine, \
-            ServerPool(config) as pool:
-        me = await engine.principals.add_user("bob", level=level, plan="enterprise")
-        specs, errors = await pool.all_tools()
-        assert not errors
-        engine.registry.update(specs)
-        runner = BuildRunner(pool, store, executor=engine_executor(engine, pool, me))
+    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, ServerPool(config) as pool, \
+            Runtime(store, pool=pool) as runtime:
+        me = await runtime.principals.add_user("bob", level=level, plan="enterprise")
+        assert not await runtime.catalogue.refresh()
         with anyio.fail_after(10):
-            outcome = await runner.run(_plan(mode), user=me.name)
-        page = await engine.history(me, run_id=outcome.run_id)
+            outcome = await runtime.runner(CallContext(me)).run(_plan(mode))
+        page = await runtime.history(me, run_id=outcome.run_id)
 
     allowed = {f"gate/{t}": ALLOWED[(level, risk)] for t, risk in STEP_RISKS.items()}
     assert {s.tool: s.status for s in outcome.steps} == {t: "success" if ok else "denied" for t, ok in allowed.items()}

@@ -155,13 +155,13 @@ async def test_metrics_on_known_data(engine: Engine) -> None:
     assert [t.tool for t in one.tools] == ["web/get"] and one.to_json()["registryMetrics"]["totalInvocations"] == 3
 
     text = render(admin.to_prometheus())
-    assert 'tool_execution_total{tool="fs/read",category="file",status="success"} 7' in text
-    assert 'tool_execution_total{tool="web/get",category="web",status="cancelled"} 1' in text
-    assert 'tool_permission_denied_total{tool="sh/run",reason="level"} 1' in text
-    assert 'tool_execution_duration_seconds_bucket{tool="web/get",le="0.25"} 2' in text
-    assert 'tool_execution_duration_seconds_count{tool="fs/read"} 8' in text
-    assert "tool_executions_active 1" in text
-    assert 'tool_user_executions_total{user="bob",status="denied"} 1' in text
+    assert 'tool_execution_total{category="file",status="success",tool="fs/read"} 7.0' in text
+    assert 'tool_execution_total{category="web",status="cancelled",tool="web/get"} 1.0' in text
+    assert 'tool_permission_denied_total{reason="level",tool="sh/run"} 1.0' in text
+    assert 'tool_execution_duration_seconds_bucket{le="0.25",tool="web/get"} 2.0' in text
+    assert 'tool_execution_duration_seconds_count{tool="fs/read"} 8.0' in text
+    assert "tool_executions_active 1.0" in text
+    assert 'tool_user_executions_total{status="denied",user="bob"} 1.0' in text
 
 
 async def test_tool_discovery_and_details(engine: Engine) -> None:

@@ -1,4 +1,5 @@
-"""Prometheus text exposition: names, labels, escaping, histograms; parsed by the reference parser."""
+"""Prometheus exposition through prometheus_client: names, labels, escaping, histograms; parsed by
+the reference parser."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import math
 
 import pytest
 
-from toolagent.engine.prometheus import (
-    CONTENT_TYPE, Histogram, PromDenial, PromHttpFigures, PromSnapshot, PromToolFigures, PromUserFigures,
-    escape_label_value, format_value, render,
-)
+from prometheus_client import parser
 
-parser = pytest.importorskip("prometheus_client.parser")
+from toolagent.engine.prometheus import (
+    CONTENT_TYPE, Histogram, HttpMetrics, PromDenial, PromHttpFigures, PromSnapshot, PromToolFigures, PromUserFigures,
+    render,
+)
 
 SNAPSHOT = PromSnapshot(
     tools=[
@@ -99,30 +100,30 @@ def test_text_shape() -> None:
     assert text.endswith("\n") and "\n\n" not in text
     assert "# TYPE tool_execution_total counter\n" in text
     assert "# HELP tool_execution_duration_seconds " in text
-    assert 'tool_execution_duration_seconds_bucket{tool="file_read",le="+Inf"} 4\n' in text
-    assert 'tool_user_executions_total{user="bo\\"b\\\\n\\n",status="cancelled"} 1\n' in text
+    assert 'tool_execution_duration_seconds_bucket{le="+Inf",tool="file_read"} 4.0\n' in text
+    assert 'tool_user_executions_total{status="cancelled",user="bo\\"b\\\\n\\n"} 1.0\n' in text
 
 
 def test_empty_snapshot_still_declares_every_family() -> None:
     text = render(PromSnapshot())
     assert text.count("# TYPE ") == 9
-    assert "tool_executions_active 0\n" in text
+    assert "tool_executions_active 0.0\n" in text
     assert [f.name for f in parser.text_string_to_metric_families(text)]
 
 
 def test_same_labels_are_summed_not_repeated() -> None:
     text = render(PromSnapshot(tools=[PromToolFigures("t", "c", success=1, durations_s=[1.0]),
                                       PromToolFigures("t", "c", success=2, durations_s=[2.0])]))
-    assert 'tool_execution_total{tool="t",category="c",status="success"} 3\n' in text
-    assert 'tool_execution_duration_seconds_count{tool="t"} 2\n' in text
+    assert 'tool_execution_total{category="c",status="success",tool="t"} 3.0\n' in text
+    assert 'tool_execution_duration_seconds_count{tool="t"} 2.0\n' in text
     list(parser.text_string_to_metric_families(text))
 
 
 def test_prebucketed_histogram() -> None:
     h = Histogram((0.1, 1.0), (2, 5), 3.5, 6)
     text = render(PromSnapshot(tools=[PromToolFigures("t", histogram=h)]))
-    assert 'tool_execution_duration_seconds_bucket{tool="t",le="0.1"} 2\n' in text
-    assert 'tool_execution_duration_seconds_bucket{tool="t",le="+Inf"} 6\n' in text
+    assert 'tool_execution_duration_seconds_bucket{le="0.1",tool="t"} 2.0\n' in text
+    assert 'tool_execution_duration_seconds_bucket{le="+Inf",tool="t"} 6.0\n' in text
     assert Histogram.from_values([0.05, 0.1, 0.5, 2.0], (0.1, 1.0)) == Histogram((0.1, 1.0), (2, 3), 2.65, 4)
     assert Histogram.empty((1.0,)).merged(Histogram((1.0,), (1,), 0.5, 2)) == Histogram((1.0,), (1,), 0.5, 2)
 
@@ -135,12 +136,19 @@ def test_invalid_histograms_are_refused(buckets: tuple[float, ...], counts: tupl
         Histogram(buckets, counts, 0.0, count)
 
 
-@pytest.mark.parametrize(("value", "text"), [
-    (3, "3"), (0.25, "0.25"), (1e-05, "1e-05"), (math.inf, "+Inf"), (-math.inf, "-Inf"), (math.nan, "NaN"), (True, "1"),
-])
-def test_format_value(value: float, text: str) -> None:
-    assert format_value(value) == text
-
-
-def test_escape_label_value() -> None:
-    assert escape_label_value('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
+def test_live_http_series_are_real_counters_and_histograms() -> None:
+    http = HttpMetrics(buckets_s=(0.1, 1.0))
+    for seconds in (0.05, 0.5, 2.0):
+        http.observe("get", "/api/runs/{run_id}", 200, seconds)
+    http.observe("POST", "/api/tools/execute", 403, 0.01)
+    text = render(PromSnapshot(), http=http)
+    fams = {f.name: f for f in parser.text_string_to_metric_families(text)}
+    assert (fams["http_requests"].type, fams["http_request_duration_seconds"].type) == ("counter", "histogram")
+    got = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in fams.values() for s in f.samples}
+    route = (("method", "GET"), ("route", "/api/runs/{run_id}"))
+    assert got[("http_requests_total", (*route, ("status", "200")))] == 3
+    assert got[("http_request_duration_seconds_bucket", (("le", "0.1"), *route))] == 1
+    assert got[("http_request_duration_seconds_bucket", (("le", "+Inf"), *route))] == 3
+    assert got[("http_request_duration_seconds_sum", route)] == pytest.approx(2.55)
+    # Only the nine families of the table: no `_created` timestamps, no family twice.
+    assert text.count("# TYPE ") == 9 and "_created" not in text

@@ -33,10 +33,24 @@ def test_first_step_has_no_previous() -> None:
     assert args == {} and sources == {}
 
 
-def test_result_view_keeps_structured_fields_and_adds_text_content_status() -> None:
-    result = ToolResult(False, {"sql": "S", "status": "tool's own"}, [{"type": "text", "text": "t"}], "t")
+def test_result_view_keeps_structured_fields_and_puts_text_content_status_under_result() -> None:
+    result = ToolResult(False, {"sql": "S", "status": "tool's own", "content": "file body"},
+                        [{"type": "text", "text": "t"}], "t")
     view = result_view(result, "success", FlowCap())
-    assert view == {"sql": "S", "status": "tool's own", "text": "t", "content": [{"type": "text", "text": "t"}]}
+    assert view == {
+        "sql": "S", "status": "tool's own", "content": "file body",
+        "_result": {"text": "t", "content": [{"type": "text", "text": "t"}], "status": "success", "isError": False},
+    }
+
+
+def test_implicit_chaining_never_takes_content_blocks_text_or_status() -> None:
+    spec = ToolSpec(name="fs/write_file", server="fs", tool="write_file", input_schema={
+        "type": "object", "required": ["path", "content"],
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"}}})
+    unstructured = result_view(ToolResult(False, None, [{"type": "text", "text": "page"}], "page"), "success", FlowCap())
+    args, sources = fill_required(spec, {"path": "out.md"}, "fetch/fetch", unstructured, {"content": "from payload"})
+    assert args == {"path": "out.md", "content": "from payload"}
+    assert sources == {"path": "params", "content": "payload.content"}
 
 
 def test_cap_cuts_lists_and_strings_but_not_numbers() -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from alembic.script import ScriptDirectory
 
 from conftest import REPO_ROOT
 from toolagent.agents import load_path
 from toolagent.errors import NotFound
 from toolagent.seeding import seed_files
 from toolagent.store import open_store
-from toolagent.store.migrations import MIGRATIONS
+from toolagent.store.migrations import alembic_config, revision_number
 
 pytestmark = pytest.mark.anyio
 SEED = REPO_ROOT / "seeds" / "demo_supabase_agent.json"
@@ -56,7 +57,8 @@ async def test_missing_agent_is_not_found_with_hint(db_url: str) -> None:
 
 async def test_migrations_are_versioned_and_reapplied_never(db_url: str) -> None:
     async with open_store(db_url) as store:
-        assert await store.db.schema_version() == max(m.version for m in MIGRATIONS)
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        assert await store.db.schema_version() == revision_number(head) == 5
         await seed_files(store, [SEED])
         assert await store.db.migrate() == []
     async with open_store(db_url) as store:

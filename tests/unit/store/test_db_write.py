@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from toolagent.errors import RateLimited, StoreError
 from toolagent.store import Store, open_store
-from toolagent.store.tables import schema_migrations
+from toolagent.store.tables import agents
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ async def test_write_commits_and_read_sees_it(db_url: str) -> None:
         assert await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n)))) == 7
         # The async connections see the same rows.
         async with store.db.begin() as conn:
-            assert await conn.scalar(sa.select(sa.func.count()).select_from(schema_migrations)) >= 1
+            assert await conn.scalar(sa.select(sa.func.count()).select_from(agents)) == 0
             assert await conn.scalar(sa.select(sa.func.sum(PROBE.c.n))) == 7
 
 

@@ -10,9 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from toolagent.store import open_store
-from toolagent.store import tables as t
 from toolagent.store.db import Database
-from toolagent.store.migrations import MIGRATIONS
 from toolagent.store.owner import Owner
 
 pytestmark = pytest.mark.anyio
@@ -57,6 +55,12 @@ async def test_a_run_whose_process_ended_is_closed_with_its_steps(db_url: str) -
         assert "ended before it finished" in dead.error
         assert [(s.status, s.error) for s in await store.runs.get_steps("run_dead")] == [
             ("success", None), ("failed", dead.error), ("skipped", None)]
+        deliverable = await store.runs.get_deliverable("run_dead")
+        assert dead.deliverable_id == deliverable.id
+        assert (deliverable.format, deliverable.type, deliverable.data["error"]) == ("json", "interrupted-run", dead.error)
+        assert [(r["tool"], r["status"]) for r in deliverable.data["results"]] == [
+            ("s/one", "success"), ("s/two", "failed"), ("s/three", "skipped")]
+        assert deliverable.metadata["interrupted"] is True and deliverable.metadata["agent"]["slug"] == "a"
         rebooted = await store.runs.get_run("run_rebooted")
         assert rebooted.error is not None and "restarted" in rebooted.error
         for alive in ("run_mine", "run_elsewhere"):
@@ -76,18 +80,11 @@ async def test_opening_the_store_closes_them(db_url: str) -> None:
 async def test_runs_of_a_store_made_before_the_owner_columns_survive_the_migration(db_url: str) -> None:
     db = Database(db_url)
     try:
+        assert await db.migrate("0004") == [1, 2, 3, 4]
         async with db.begin() as conn:
-            def old_schema(sync: sa.Connection) -> None:
-                t.schema_migrations.create(sync)
-                for m in MIGRATIONS:
-                    if m.version <= 4:
-                        m.apply(sync)
-                        sync.execute(t.schema_migrations.insert().values(version=m.version, name=m.name,
-                                                                        applied_at=STARTED))
-                sync.execute(sa.text(
-                    "INSERT INTO runs (id, agent_slug, status, execution_mode, stop_on_error, started_at) "
-                    "VALUES ('run_old', 'a', 'running', 'sequential', true, :at)"), {"at": STARTED})
-            await conn.run_sync(old_schema)
+            await conn.execute(sa.text(
+                "INSERT INTO runs (id, agent_slug, status, execution_mode, stop_on_error, started_at) "
+                "VALUES ('run_old', 'a', 'running', 'sequential', true, :at)"), {"at": STARTED})
         assert await db.migrate() == [5]
     finally:
         await db.dispose()

@@ -5,8 +5,10 @@
 | `SUPABASE_BACKEND` | `backend` | `embedded` (`embedded` or `postgres`) |
 | `SUPABASE_DB_URL` | `db_url` | none; required for `postgres` |
 | `SUPABASE_DEMO_DB` | `demo_db_path` | `~/.cache/toolagent/supabase-demo.sqlite` |
-| `SUPABASE_ALLOWED_TABLES` | `allowed_tables` | none (all tables); comma-separated |
+| `SUPABASE_ALLOWED_TABLES` | `allowed_tables` | the demo tables; comma-separated, `*` for every table of schema public |
+| `SUPABASE_ALLOWED_CATALOG_TABLES` | `allowed_catalog_tables` | none; comma-separated catalog relations to allow |
 | `SUPABASE_STATEMENT_TIMEOUT_MS` | `statement_timeout_ms` | 15000 |
+| `SUPABASE_MAX_RESULT_BYTES` | `max_result_bytes` | 5000000 |
 | `SUPABASE_LLM_PROVIDER` | `llm_provider` | none (`openai-compatible`) |
 | `SUPABASE_LLM_MODEL` | `llm_model` | none |
 | `SUPABASE_LLM_ENDPOINT` | `llm_endpoint` | none (base URL, e.g. `https://host/v1`) |
@@ -21,46 +23,51 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from ...errors import ConfigError, EnvVarMissing
+from ...settings import EnvSettings
 
 #: Where the embedded demo database is built when SUPABASE_DEMO_DB is not set.
 DEFAULT_DEMO_DB_PATH = Path("~/.cache/toolagent/supabase-demo.sqlite")
 #: Statement timeout when SUPABASE_STATEMENT_TIMEOUT_MS is not set.
 DEFAULT_STATEMENT_TIMEOUT_MS = 15_000
+#: Tables SQL may touch when SUPABASE_ALLOWED_TABLES is not set: the demo tables.
+DEFAULT_ALLOWED_TABLES = ("users", "agent_conversations", "kpi_metrics", "kpi_data")
+#: SUPABASE_ALLOWED_TABLES value that allows every table of schema public (never a catalog).
+ALL_TABLES = "*"
+#: Result bytes per execute-sql call when SUPABASE_MAX_RESULT_BYTES is not set.
+DEFAULT_MAX_RESULT_BYTES = 5_000_000
 
-_ENV_FIELDS = {
-    "SUPABASE_BACKEND": "backend",
-    "SUPABASE_DB_URL": "db_url",
-    "SUPABASE_DEMO_DB": "demo_db_path",
-    "SUPABASE_ALLOWED_TABLES": "allowed_tables",
-    "SUPABASE_STATEMENT_TIMEOUT_MS": "statement_timeout_ms",
-    "SUPABASE_LLM_PROVIDER": "llm_provider",
-    "SUPABASE_LLM_MODEL": "llm_model",
-    "SUPABASE_LLM_ENDPOINT": "llm_endpoint",
-    "SUPABASE_LLM_API_KEY": "llm_api_key",
-}
-_LLM_VARS = ("SUPABASE_LLM_PROVIDER", "SUPABASE_LLM_MODEL", "SUPABASE_LLM_ENDPOINT", "SUPABASE_LLM_API_KEY")
+#: Prefix of the variables `SupabaseSettings` reads.
+ENV_PREFIX = "SUPABASE_"
+_LLM_FIELDS = ("llm_provider", "llm_model", "llm_endpoint", "llm_api_key")
+_LLM_VARS = tuple(ENV_PREFIX + f.upper() for f in _LLM_FIELDS)
 
 
-class SupabaseSettings(BaseModel):
-    """Configuration of the Supabase MCP server."""
+class SupabaseSettings(EnvSettings):
+    """Configuration of the Supabase MCP server, from `SUPABASE_*` environment variables."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", frozen=True,
+                                      populate_by_name=True)
 
     backend: Literal["embedded", "postgres"] = "embedded"
     """`embedded`: a SQLite demo database built from `seeds/demo_db`; `postgres`: `db_url`."""
     db_url: SecretStr | None = None
     """PostgreSQL URL (`postgresql://` or `postgres://`, as Supabase gives it); postgres only."""
-    demo_db_path: Path = DEFAULT_DEMO_DB_PATH
+    demo_db_path: Path = Field(DEFAULT_DEMO_DB_PATH, validation_alias="SUPABASE_DEMO_DB")
     """The embedded SQLite file; built on first use and rebuilt when the seed files change."""
-    allowed_tables: tuple[str, ...] | None = None
-    """When set, the only tables get-schema shows and SQL may touch."""
+    allowed_tables: Annotated[tuple[str, ...] | None, NoDecode] = DEFAULT_ALLOWED_TABLES
+    """The only tables get-schema shows and SQL may touch; None (`*`) allows every table of schema public."""
+    allowed_catalog_tables: Annotated[tuple[str, ...], NoDecode] = ()
+    """Catalog relations (`pg_*`, `information_schema.*`, `sqlite_*`) SQL may read; all others are refused."""
     statement_timeout_ms: int = Field(DEFAULT_STATEMENT_TIMEOUT_MS, ge=1)
     """Longest a statement (and a schema read) may run, in milliseconds."""
+    max_result_bytes: int = Field(DEFAULT_MAX_RESULT_BYTES, ge=1)
+    """Most bytes of rows (as JSON) one execute-sql call returns; fetching stops there."""
     llm_provider: Literal["openai-compatible"] | None = None
     """LLM API flavour; only `openai-compatible` (POST {endpoint}/chat/completions)."""
     llm_model: str | None = None
@@ -70,33 +77,48 @@ class SupabaseSettings(BaseModel):
     llm_api_key: SecretStr | None = None
     """Bearer token for the LLM endpoint."""
 
+    @field_validator("allowed_tables", "allowed_catalog_tables", mode="before")
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> SupabaseSettings:
-        """Read the `SUPABASE_*` variables; empty values count as unset.
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value.strip() == ALL_TABLES:
+                return None
+            return tuple(t.strip() for t in value.split(",") if t.strip())
+        return value
+
+    @field_validator("db_url", "llm_provider", "llm_model", "llm_endpoint", "llm_api_key", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _llm_all_or_none(self) -> SupabaseSettings:
+        given = [var for var, name in zip(_LLM_VARS, _LLM_FIELDS, strict=True) if getattr(self, name) is not None]
+        if given and len(given) < len(_LLM_VARS):
+            missing = next(v for v in _LLM_VARS if v not in given)
+            raise EnvVarMissing(missing, source=f"{given[0]} is set, so the LLM needs all of {', '.join(_LLM_VARS)}")
+        return self
+
+    @classmethod
+    def env_names(cls) -> dict[str, str]:
+        """Each environment variable and the field it sets."""
+        return {(f.validation_alias if isinstance(f.validation_alias, str) else ENV_PREFIX + name.upper()): name
+                for name, f in cls.model_fields.items()}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SupabaseSettings:
+        """Read the `SUPABASE_*` variables of the process (or of `environ`); empty values count as unset.
 
         Raises:
             ConfigError: a value is malformed (the message names the variable).
             EnvVarMissing: only some of the `SUPABASE_LLM_*` variables are set.
         """
-        values: dict[str, object] = {}
-        for var, name in _ENV_FIELDS.items():
-            raw = environ.get(var, "").strip()
-            if not raw:
-                continue
-            if name == "allowed_tables":
-                values[name] = tuple(t.strip() for t in raw.split(",") if t.strip())
-            else:
-                values[name] = raw
-        given = [v for v in _LLM_VARS if environ.get(v, "").strip()]
-        if given and len(given) < len(_LLM_VARS):
-            missing = next(v for v in _LLM_VARS if v not in given)
-            raise EnvVarMissing(missing, source=f"{given[0]} is set, so the LLM needs all of {', '.join(_LLM_VARS)}")
         try:
-            return cls.model_validate(values)
+            return cls.build(environ)  # type: ignore[no-any-return]
         except ValidationError as exc:
             first = exc.errors()[0]
             field = str(first["loc"][0]) if first["loc"] else ""
-            var = next((v for v, n in _ENV_FIELDS.items() if n == field), field)
+            var = next((v for v, n in cls.env_names().items() if n == field or v == field), field)
             raise ConfigError(f"{var}: {first['msg']}") from exc
 
     @property

@@ -1,0 +1,124 @@
+"""What the records say: one execution, running ones, history pages, statistics, metrics, tools.
+
+Read-only views over the store and the catalogue, each scoped to the principal asking (an admin
+sees everyone's).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from .config import EngineConfig
+from .executions import Execution, ExecutionStore
+from .history import History, HistoryPage, HistoryQuery, Stats
+from .limits import Limits, LimitStatus
+from .metrics import Metrics, MetricsSnapshot, ToolMetrics, UserMetrics
+from .permissions import can_run
+from .principals import Principal
+from .registry import ToolEntry, ToolListing
+
+if TYPE_CHECKING:
+    from ..tools.catalogue import Catalogue
+
+
+@dataclass(frozen=True)
+class ToolDetails:
+    """getToolDetails: the tool with its schema, its metrics and the caller's own figures."""
+
+    tool: ToolEntry
+    """The listed tool."""
+    metrics: ToolMetrics
+    """Everyone's figures for it."""
+    user_stats: UserMetrics
+    """The caller's figures for it."""
+    runnable: bool
+    """Whether the caller's level may run it (and it is enabled)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """API form: `tool`, `metrics`, `userStats`."""
+        return {"tool": self.tool.to_json(runnable=self.runnable), "metrics": self.metrics.to_json(),
+                "userStats": self.user_stats.to_json()}
+
+
+@dataclass
+class Reads:
+    """The read side of the runtime (see the module docstring)."""
+
+    config: EngineConfig
+    executions: ExecutionStore
+    history_store: History
+    metrics_store: Metrics
+    limits: Limits
+    catalogue: Catalogue
+    clock: Callable[[], float] = field(default=time.time)
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    async def active(self, principal: Principal) -> list[Execution]:
+        """Running executions of `principal` (everyone's, for an admin) in every process, oldest first."""
+        return await self.executions.running(user=None if principal.is_admin else principal.name)
+
+    async def history(self, principal: Principal, filters: HistoryQuery | None = None, **kwargs: Any) -> HistoryPage:
+        """A page of history with its statistics (`filters`, or `HistoryQuery` fields as keywords)."""
+        return await self.history_store.page(principal, filters or HistoryQuery(**kwargs))
+
+    async def stats(self, principal: Principal, filters: HistoryQuery | None = None, **kwargs: Any) -> Stats:
+        """Statistics of the executions `filters` match (paging ignored)."""
+        return await self.history_store.stats(principal, filters or HistoryQuery(**kwargs))
+
+    async def metrics(self, tool: str | None = None, *, principal: Principal | None = None) -> MetricsSnapshot:
+        """Every figure (about one tool); with `principal`, its own figures as `user_stats`, and
+        only its own line in `users` unless it is an admin."""
+        registered = {e.name: e.category for e in self.catalogue.registry.entries()}
+        return await self.metrics_store.snapshot(
+            tool=tool, registered=registered, user=principal.name if principal else None,
+            only_user=principal is not None and not principal.is_admin, now=self._now(),
+        )
+
+    async def list_tools(self, principal: Principal | None = None, *, category: str | None = None,
+                         search: str | None = None, tags: Sequence[str] | None = None,
+                         include_deprecated: bool = False, include_disabled: bool = False) -> ToolListing:
+        """Discovery over the listed tools, each marked runnable or not for `principal`.
+
+        Raises:
+            UsageError: unknown category.
+        """
+        return self.catalogue.listing(category=category, search=search, tags=tags, include_deprecated=include_deprecated,
+                                      include_disabled=include_disabled, level=principal.level if principal else None)
+
+    async def tool_details(self, name: str, principal: Principal) -> ToolDetails:
+        """A tool with its schema, its metrics and the caller's own figures for it.
+
+        Raises:
+            NotFound: no such tool.
+        """
+        entry = self.catalogue.require(name)
+        snapshot = await self.metrics_store.snapshot(tool=name, registered={name: entry.category}, now=self._now())
+        metrics = snapshot.tool_metrics(name) or ToolMetrics(name, entry.category)
+        own = await self.metrics_store.user_tool_stats(principal.name, name)
+        return ToolDetails(entry, metrics, own, entry.enabled and can_run(principal.level, entry.risk))
+
+    async def limit_status(self, principal: Principal, *, tool: str | None = None) -> list[LimitStatus]:
+        """Where `principal`'s rate limits and budget stand (for rate-limit headers)."""
+        category = None
+        if tool is not None:
+            entry = self.catalogue.get(tool)
+            category = entry.category if entry is not None else None
+        return await self.limits.usage(principal.name, principal.plan, tool=tool, category=category)
+
+    async def prune(self, older_than_days: int | None = None) -> int:
+        """Delete executions that ended more than `older_than_days` (default: the config's
+        `retention_days`) ago; returns how many."""
+        days = self.config.retention_days if older_than_days is None else older_than_days
+        if days < 0:
+            raise UsageError("older-than-days must be 0 or more")
+        return await self.executions.prune(self._now() - timedelta(days=days))
+
+
+__all__ = ["Reads", "ToolDetails"]

@@ -1,0 +1,144 @@
+"""`Settings`: every environment variable the toolagent CLI, API and library read, in one model.
+
+| variable | field | default |
+| --- | --- | --- |
+| `TOOLAGENT_DATABASE_URL` | `database_url` | `./.toolagent/toolagent.db` (SQLite) |
+| `TOOLAGENT_MCP_CONFIG` | `mcp_config` | `./mcp.json`, else the config shipped in the package |
+| `TOOLAGENT_ENGINE_CONFIG` | `engine_config` | none (the built-in engine defaults) |
+| `TOOLAGENT_USER` | `user` | the local user |
+| `TOOLAGENT_LOG_LEVEL` | `log_level` | `warning` |
+| `TOOLAGENT_LOG_FORMAT` | `log_format` | `text` |
+| `TOOLAGENT_METRICS_AUTH` | `metrics_auth` | `none` |
+| `TOOLAGENT_MAX_BODY_BYTES` | `max_body_bytes` | 1048576 (1 MiB) |
+| `TOOLAGENT_FLOW_MAX_ITEMS` | `flow_max_items` | 1000 |
+| `TOOLAGENT_FLOW_MAX_CHARS` | `flow_max_chars` | 200000 |
+
+Empty values count as unset. The environment is read when `Settings.from_env()` is called, not
+at import, so a variable set later (a test, a parent process) is seen by the next reader. The MCP
+server config's own `${VAR}` references read the whole environment through `environ()`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .errors import UsageError
+
+#: Prefix of every variable `Settings` reads.
+ENV_PREFIX = "TOOLAGENT_"
+
+#: The mapping `from_env(environ)` reads instead of the process environment, while it builds.
+_GIVEN: ContextVar[Mapping[str, str] | None] = ContextVar("toolagent_settings_environ", default=None)
+
+
+class _GivenEnvSource(EnvSettingsSource):
+    """The environment source over a mapping the caller gave, parsed exactly as the real one."""
+
+    def __init__(self, settings_cls: type[BaseSettings], given: Mapping[str, str]) -> None:
+        self._given = given
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        values = {k if self.case_sensitive else k.lower(): v for k, v in self._given.items()}
+        return {k: v for k, v in values.items() if not (self.env_ignore_empty and v == "")}
+
+
+class EnvSettings(BaseSettings):
+    """Settings read from environment variables only (no .env or secret files), from the process
+    environment or from a mapping given to `build`."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Init arguments, then the environment (the given mapping while `build` runs)."""
+        given = _GIVEN.get()
+        return (init_settings, env_settings if given is None else _GivenEnvSource(settings_cls, given))
+
+    @classmethod
+    def build(cls, environ: Mapping[str, str] | None = None) -> Any:
+        """An instance from the process environment, or from `environ` alone when given.
+
+        Raises:
+            ValidationError: a value is malformed.
+        """
+        with _reading(environ):
+            return cls()
+
+
+@contextmanager
+def _reading(environ: Mapping[str, str] | None) -> Iterator[None]:
+    token = _GIVEN.set(environ)
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
+class Settings(EnvSettings):
+    """The toolagent program's settings, from `TOOLAGENT_*` environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", frozen=True)
+
+    database_url: str | None = None
+    """The store URL (the CLI's `--db` wins over it)."""
+    mcp_config: str | None = None
+    """The MCP server config file (the CLI's `--servers` wins over it)."""
+    engine_config: str | None = None
+    """A YAML or JSON file overriding the engine's defaults (plans, levels, limits, timeouts)."""
+    user: str | None = None
+    """The user the CLI acts as (its `--user` wins over it)."""
+    log_level: str | None = None
+    """`debug`, `info`, `warning` or `error`."""
+    log_format: str | None = None
+    """`text` or `json` (JSON lines)."""
+    metrics_auth: str | None = None
+    """Who may read the API's `/metrics`: `none`, `key` or `admin`."""
+    max_body_bytes: str | None = None
+    """Largest request body the API accepts, in bytes (checked where it is used)."""
+    flow_max_items: int | None = Field(None, ge=1)
+    """Longest list a step's result passes on to later steps."""
+    flow_max_chars: int | None = Field(None, ge=1)
+    """Longest string a step's result passes on to later steps."""
+
+    @classmethod
+    def env_names(cls) -> dict[str, str]:
+        """Each environment variable and the field it sets."""
+        return {ENV_PREFIX + name.upper(): name for name in cls.model_fields}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings from the process environment (or from `environ`, for a caller that has its own).
+
+        Raises:
+            UsageError: a value is malformed (the message names the variable and what it takes).
+        """
+        try:
+            return cls.build(environ)  # type: ignore[no-any-return]
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = str(first["loc"][0]) if first["loc"] else ""
+            var = ENV_PREFIX + field.upper()
+            raw: Any = first.get("input")
+            kind = "a positive integer" if field.startswith("flow_max_") else "valid"
+            raise UsageError(f"{var} must be {kind}, got {raw!r}") from exc
+
+
+def environ() -> Mapping[str, str]:
+    """The whole process environment, for `${VAR}` references in the MCP server config (any name)."""
+    return os.environ
+
+
+__all__ = ["ENV_PREFIX", "EnvSettings", "Settings", "environ"]

@@ -1,0 +1,61 @@
+"""Every status toolagent records or reports, as `StrEnum`s.
+
+The values are the strings stored in the database and sent over the wire, so a member compares
+equal to its string (`ExecutionStatus.SUCCESS == "success"`) and serialises as it.
+
+- `ExecutionStatus`: one tool execution's record (`executions.status`).
+- `CallStatus`: how one call through the tool stack ended (`CallOutcome.status`); a denial is
+  recorded as a `failed` execution with `denied` set, a timeout as a `cancelled` one.
+- `StepStatus`: one BUILD step (`run_steps.status`).
+- `RunStatus`: one BUILD run (`runs.status`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ExecutionStatus(StrEnum):
+    """A tool execution's stored status."""
+
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class CallStatus(StrEnum):
+    """How one call through the tool stack ended."""
+
+    OK = "ok"
+    FAILED = "failed"
+    DENIED = "denied"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+class StepStatus(StrEnum):
+    """A BUILD step's status."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    DENIED = "denied"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+class RunStatus(StrEnum):
+    """A BUILD run's status."""
+
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+#: Execution statuses that end an execution.
+FINAL_EXECUTION_STATUSES = frozenset({ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED})
+
+__all__ = ["FINAL_EXECUTION_STATUSES", "CallStatus", "ExecutionStatus", "RunStatus", "StepStatus"]

@@ -1,0 +1,110 @@
+"""The audit log's rows (`audit_log`, `audit_head`): appending to the hash chain, and reading it.
+
+Appends never fork the chain: PostgreSQL takes a transaction-scoped advisory lock before it
+reads the head; SQLite writes the head row first, which takes the database's write lock before
+anything is read (the busy timeout makes other writers, in this process or another, wait).
+How a row is hashed is `engine.audit`'s business: `append_in` takes the hash function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import StoreError
+from .audit_tables import audit_head, audit_log
+from .db import Database
+
+#: `prev_hash` of the first row.
+GENESIS_HASH = "0" * 64
+#: Arbitrary constant key of the PostgreSQL advisory lock that serializes appends.
+AUDIT_LOCK_KEY = 7_301_245_120
+
+#: Hashes a row's stored fields chained to the previous row's hash.
+RowHash = Callable[[Mapping[str, Any], str], str]
+
+
+class AuditChainBroken(StoreError):
+    """The audit chain head is missing or inconsistent; run `toolagent audit verify`."""
+
+
+class AuditRows:
+    """Append to and read the audit log's tables."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # Built once, with bound parameters: these run twice per tool execution, and building a
+        # statement with inline values costs more than executing it.
+        head = audit_head.c
+        self._touch_head = audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
+        self._read_head = sa.select(head.seq, head.hash).where(head.id == 1)
+        self._insert_row = audit_log.insert()
+        self._insert_head = audit_head.insert()
+        self._move_head = audit_head.update().where(head.id == 1).values(
+            seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now"))
+
+    def append_in(self, conn: sa.Connection, values: Mapping[str, Any], now: datetime, row_hash: RowHash) -> int:
+        """Add a row with `values` at the end of the chain, inside the caller's transaction.
+
+        Returns:
+            The row's sequence number.
+
+        Raises:
+            AuditChainBroken: Rows exist but the chain head is gone (the log was tampered with).
+        """
+        if self.db.is_sqlite:
+            # A write as the first statement takes SQLite's write lock before the head is read
+            # (the same as BEGIN IMMEDIATE); a read first would let two writers chain on the same row.
+            conn.execute(self._touch_head, {"b_now": now})
+        else:
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY})
+        head = conn.execute(self._read_head).first()
+        if head is None:
+            if conn.scalar(sa.select(sa.func.count()).select_from(audit_log)):
+                raise AuditChainBroken("the audit chain head is missing but audit rows exist: "
+                                       "the audit log was tampered with; run `toolagent audit verify`")
+            seq, prev_hash = 1, GENESIS_HASH
+        else:
+            seq, prev_hash = int(head.seq) + 1, str(head.hash)
+        row = {"seq": seq, "recorded_at": now, **values}
+        digest = row_hash(row, prev_hash)
+        conn.execute(self._insert_row, {**row, "prev_hash": prev_hash, "hash": digest})
+        if head is None:
+            conn.execute(self._insert_head, {"id": 1, "seq": seq, "hash": digest, "updated_at": now})
+        else:
+            conn.execute(self._move_head, {"b_seq": seq, "b_hash": digest, "b_now": now})
+        return seq
+
+    async def head(self) -> tuple[int, str] | None:
+        """The newest `(seq, hash)`, or None for an empty log."""
+        async with self.db.begin() as conn:
+            row = (await conn.execute(sa.select(audit_head.c.seq, audit_head.c.hash))).first()
+        return None if row is None else (int(row.seq), str(row.hash))
+
+    async def batch(self, after_seq: int, limit: int, since: datetime | None = None) -> list[Any]:
+        """Up to `limit` rows after `after_seq` in sequence order (recorded at or after `since`)."""
+        q = sa.select(audit_log).where(audit_log.c.seq > after_seq).order_by(audit_log.c.seq).limit(limit)
+        if since is not None:
+            q = q.where(audit_log.c.recorded_at >= since)
+        async with self.db.begin() as conn:
+            return list(await conn.execute(q))
+
+    async def find(self, filters: Mapping[str, str | None], *, since: datetime | None, limit: int,
+                   newest_first: bool) -> list[Any]:
+        """Rows whose columns equal every non-None value of `filters` (recorded at or after `since`),
+        oldest first (or newest first), at most `limit`."""
+        q = sa.select(audit_log)
+        for name, value in filters.items():
+            if value is not None:
+                q = q.where(audit_log.c[name] == value)
+        if since is not None:
+            q = q.where(audit_log.c.recorded_at >= since)
+        q = q.order_by(audit_log.c.seq.desc() if newest_first else audit_log.c.seq).limit(max(0, limit))
+        async with self.db.begin() as conn:
+            return list(await conn.execute(q))
+
+
+__all__ = ["AUDIT_LOCK_KEY", "GENESIS_HASH", "AuditChainBroken", "AuditRows", "RowHash"]

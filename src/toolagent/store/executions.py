@@ -1,0 +1,439 @@
+"""Execution records and their store verbs, and the owner identity used to close orphans.
+
+An execution row is written `running` before the tool is called and updated exactly once when
+it ends (`success`, `failed` or `cancelled`); the update only applies to a row still running,
+so a late writer never overwrites an earlier outcome. A call the gate refused is recorded as
+`failed` with `denied` set, its reason and no duration: it never reached a server. Every write
+of a final state also counts the execution into `execution_totals` / `execution_buckets` in the
+same transaction (and `prune` takes pruned rows out again), which is what metrics read.
+
+Each running row names its owner: process id, host name and the kernel's boot id. When an
+engine starts it closes, as `failed` with reason `interrupted`, the rows whose owner is
+certainly gone: a process on this host (same boot) that no longer exists, any process of an
+earlier boot of this host, and — on any host — a row older than its timeout plus a grace
+period, since no execution outlives its timeout. Rows of live processes, and recent rows of
+other hosts, are left alone: only their own host can tell whether they still run.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..engine.redaction import redact_values
+from ..tools.spec import ToolResult
+from . import engine_tables as et
+from .db import Database, as_utc
+from .owner import Owner, boot_id, gone, pid_alive
+
+if TYPE_CHECKING:
+    from ..engine.limits import LimitStatus
+
+#: Bounds of a call's timeout in milliseconds: no execution outlives the upper one.
+MIN_TIMEOUT_MS: Final = 1_000
+MAX_TIMEOUT_MS: Final = 300_000
+#: Execution states; all but `running` are final.
+STATUSES: Final = ("running", "success", "failed", "cancelled")
+FINAL_STATUSES: Final = frozenset({"success", "failed", "cancelled"})
+#: Reason of executions closed because their process died.
+INTERRUPTED: Final = "interrupted"
+#: Grace on top of a row's timeout before any host may close it as interrupted.
+ORPHAN_GRACE_S: Final = 60.0
+#: Upper bounds (seconds) of the per-tool duration buckets (the Prometheus histogram's).
+DURATION_BUCKETS_S: Final[tuple[float, ...]] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+)
+_BOUNDS_MS: Final = tuple(b * 1000 for b in DURATION_BUCKETS_S)
+
+_T = et.executions
+_TOT = et.execution_totals
+_BKT = et.execution_buckets
+
+
+def bucket_index(duration_ms: float) -> int:
+    """The duration bucket of `duration_ms`: the first bound it does not exceed (`len` past the last)."""
+    return bisect.bisect_left(_BOUNDS_MS, duration_ms)
+
+
+def _bucket_sql(column: Any) -> Any:
+    return sa.case(*((column <= bound, i) for i, bound in enumerate(_BOUNDS_MS)), else_=len(_BOUNDS_MS))
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One tool execution: what was called, for whom, and how it ended."""
+
+    id: str
+    """`exec_{timestamp}_{random}`."""
+    tool: str
+    """Qualified tool name."""
+    category: str
+    """The tool's category."""
+    risk: str
+    """The tool's risk when it was called."""
+    status: str
+    """`running`, `success`, `failed` or `cancelled`."""
+    user: str
+    """Who it ran for."""
+    started_at: datetime
+    """When it was asked for (UTC)."""
+    level: str | None = None
+    """The caller's permission level then."""
+    api_key_id: str | None = None
+    """The API key used, if any."""
+    session_id: str | None = None
+    """The caller's session id (execution context)."""
+    run_id: str | None = None
+    """The BUILD run it belongs to, if any."""
+    metadata: Mapping[str, Any] | None = None
+    """The caller's metadata (redacted)."""
+    arguments: Any = None
+    """The tool arguments (redacted)."""
+    timeout_ms: int | None = None
+    """Its timeout."""
+    ended_at: datetime | None = None
+    """When it ended (UTC)."""
+    duration_ms: float | None = None
+    """How long the call ran (monotonic clock); None for denials."""
+    result: ToolResult | None = None
+    """What the tool returned (also kept when the tool reported an error)."""
+    error: str | None = None
+    """Error message of a failed execution."""
+    reason: str | None = None
+    """Why it was denied, cancelled or interrupted."""
+    denied: bool = False
+    """The gate refused it; it never reached a server."""
+    denial: str | None = None
+    """The denial code (`level`, `api_key_scope`, `rate_limited`, ...)."""
+    cancel_requested_by: str | None = None
+    """Who asked to cancel it, while the cancellation is on its way."""
+    owner: Owner | None = field(default=None, compare=False)
+    """The process that ran it."""
+    limits: tuple[LimitStatus, ...] = field(default=(), compare=False, repr=False)
+    """Where the caller's rate limits and budget stood once this call was counted
+    (`LimitStatus`es, this process only: not stored)."""
+
+    @property
+    def finished(self) -> bool:
+        """In a final state."""
+        return self.status in FINAL_STATUSES
+
+    def running_time_ms(self, now: datetime) -> float:
+        """Milliseconds since it started (its duration once finished)."""
+        if self.duration_ms is not None:
+            return self.duration_ms
+        return max(0.0, (now - self.started_at).total_seconds() * 1000)
+
+    def to_json(self, *, now: datetime | None = None) -> dict[str, Any]:
+        """API form: the getToolStatus / history field names, plus the engine's own."""
+        data: dict[str, Any] = {
+            "id": self.id, "toolName": self.tool, "category": self.category, "risk": self.risk, "status": self.status,
+            "userId": self.user, "level": self.level, "apiKeyId": self.api_key_id, "sessionId": self.session_id,
+            "runId": self.run_id, "metadata": dict(self.metadata) if self.metadata is not None else None,
+            "arguments": self.arguments, "timeout": self.timeout_ms, "startTime": _iso(self.started_at),
+            "endTime": _iso(self.ended_at), "executionTime": self.duration_ms,
+            "result": self.result.to_json() if self.result is not None else None, "error": self.error,
+            "reason": self.reason, "denied": self.denied, "denial": self.denial,
+        }
+        if self.status == "running":
+            data["runningTime"] = self.running_time_ms(now or datetime.now(UTC))
+            data["cancelRequestedBy"] = self.cancel_requested_by
+        return data
+
+    @classmethod
+    def from_row(cls, row: Any) -> Execution:
+        """From an `executions` row."""
+        m = row._mapping
+        raw = m["result"]
+        result = None
+        if isinstance(raw, dict):
+            result = ToolResult(bool(raw.get("isError")), raw.get("structuredContent"), list(raw.get("content") or []),
+                                str(raw.get("text") or ""))
+        owner = Owner(m["owner_pid"], m["owner_host"] or "", m["owner_boot"] or "") if m["owner_pid"] is not None else None
+        return cls(
+            id=m["id"], tool=m["tool"], category=m["category"], risk=m["risk"], status=m["status"], user=m["user_name"],
+            started_at=as_utc(m["started_at"]), level=m["level"], api_key_id=m["api_key_id"],  # type: ignore[arg-type]
+            session_id=m["session_id"], run_id=m["run_id"], metadata=m["metadata"], arguments=m["arguments"],
+            timeout_ms=m["timeout_ms"], ended_at=as_utc(m["ended_at"]), duration_ms=m["duration_ms"], result=result,
+            error=m["error"], reason=m["reason"], denied=bool(m["denied"]), denial=m["denial"],
+            cancel_requested_by=m["cancel_requested_by"], owner=owner,
+        )
+
+
+def row_values(execution: Execution) -> dict[str, Any]:
+    """The `executions` columns of a record, secrets masked (arguments, metadata, result, error, reason)."""
+    owner = execution.owner
+    return redact_values({
+        "id": execution.id, "tool": execution.tool, "category": execution.category, "risk": execution.risk,
+        "status": execution.status, "denied": execution.denied, "denial": execution.denial, "user_name": execution.user,
+        "level": execution.level, "api_key_id": execution.api_key_id, "session_id": execution.session_id,
+        "run_id": execution.run_id, "metadata": dict(execution.metadata) if execution.metadata is not None else None,
+        "arguments": execution.arguments, "timeout_ms": execution.timeout_ms, "started_at": execution.started_at,
+        "ended_at": execution.ended_at, "duration_ms": execution.duration_ms,
+        "result": execution.result.to_json() if execution.result is not None else None, "error": execution.error,
+        "reason": execution.reason, "owner_pid": owner.pid if owner else None, "owner_host": owner.host if owner else None,
+        "owner_boot": owner.boot if owner else None,
+    }, data=("arguments", "metadata", "result"), text=("error", "reason"))
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """What the totals need of an execution that ended."""
+
+    tool: str
+    user: str
+    status: str
+    denial: str
+    category: str
+    duration_ms: float | None
+    started_at: datetime
+
+    @classmethod
+    def of(cls, e: Execution) -> _Ended:
+        return cls(e.tool, e.user, e.status, e.denial or "", e.category, e.duration_ms, e.started_at)
+
+
+class ExecutionStore:
+    """The engine's verbs over `executions`, its totals and `run_cancellations`."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # Built once: these run with every execution.
+        self._insert_row = _T.insert()
+        self._finish_row = _T.update().where((_T.c.id == sa.bindparam("k_id")) & (_T.c.status == "running"))
+        insert = sqlite.insert if db.is_sqlite else postgresql.insert
+        ins = insert(_TOT)
+        x = ins.excluded
+        self._upsert_totals = ins.on_conflict_do_update(
+            index_elements=[_TOT.c.tool, _TOT.c.user_name, _TOT.c.status, _TOT.c.denial],
+            set_={"calls": _TOT.c.calls + x.calls, "timed": _TOT.c.timed + x.timed,
+                  "duration_sum_ms": _TOT.c.duration_sum_ms + x.duration_sum_ms, "category": x.category,
+                  "last_started_at": sa.case(
+                      (_TOT.c.last_started_at.is_(None) | (x.last_started_at > _TOT.c.last_started_at), x.last_started_at),
+                      else_=_TOT.c.last_started_at)},
+        )
+        bins = insert(_BKT)
+        self._upsert_buckets = bins.on_conflict_do_update(
+            index_elements=[_BKT.c.tool, _BKT.c.bucket], set_={"calls": _BKT.c.calls + bins.excluded.calls})
+
+    def _add_totals(self, conn: sa.Connection, ended: Sequence[_Ended]) -> None:
+        """Count executions that ended into `execution_totals` and `execution_buckets` (same transaction)."""
+        totals: dict[tuple[str, str, str, str], list[Any]] = {}
+        buckets: dict[tuple[str, int], int] = {}
+        for e in ended:
+            slot = totals.setdefault((e.tool, e.user, e.status, e.denial), [e.category, 0, 0, 0.0, e.started_at])
+            slot[1] += 1
+            if e.duration_ms is not None:
+                slot[2] += 1
+                slot[3] += e.duration_ms
+                key = (e.tool, bucket_index(e.duration_ms))
+                buckets[key] = buckets.get(key, 0) + 1
+            slot[4] = max(slot[4], e.started_at)
+        # Sorted, so concurrent writers lock rows in one order.
+        rows = [{"tool": k[0], "user_name": k[1], "status": k[2], "denial": k[3], "category": v[0], "calls": v[1],
+                 "timed": v[2], "duration_sum_ms": v[3], "last_started_at": v[4]} for k, v in sorted(totals.items())]
+        bins = [{"tool": k[0], "bucket": k[1], "calls": n} for k, n in sorted(buckets.items())]
+        for stmt, params in ((self._upsert_totals, rows), (self._upsert_buckets, bins)):
+            if params:
+                conn.execute(stmt, params[0] if len(params) == 1 else params)
+
+    def insert(self, conn: sa.Connection, execution: Execution) -> None:
+        """Insert a record inside the caller's transaction (a final one is counted in the totals)."""
+        conn.execute(self._insert_row, row_values(execution))
+        if execution.status in FINAL_STATUSES:
+            self._add_totals(conn, [_Ended.of(execution)])
+
+    async def record(self, execution: Execution) -> None:
+        """Insert a record in a transaction of its own."""
+        await self.db.write(self.insert, execution)
+
+    def finish_in(self, conn: sa.Connection, execution: Execution) -> bool:
+        """`finish` inside the caller's transaction."""
+        values = {k: v for k, v in row_values(execution).items() if k in (
+            "status", "ended_at", "duration_ms", "result", "error", "reason")}
+        return self._end_in(conn, execution.id, values, _Ended.of(execution))
+
+    def _end_in(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended) -> bool:
+        """Set a final state if the row is still running, and count it in the totals; False otherwise."""
+        result = conn.execute(self._finish_row, {"k_id": execution_id, **values})
+        if result.rowcount:
+            self._add_totals(conn, [ended])
+        return bool(result.rowcount)
+
+    async def finish(self, execution: Execution) -> bool:
+        """Write a final state, if the row is still running; False when another outcome came first."""
+        return await self.db.write(self.finish_in, execution)
+
+    async def get(self, execution_id: str) -> Execution | None:
+        """One record, or None."""
+        async with self.db.begin() as conn:
+            row = (await conn.execute(sa.select(_T).where(_T.c.id == execution_id))).first()
+        return Execution.from_row(row) if row is not None else None
+
+    async def running(self, *, user: str | None = None, run_id: str | None = None) -> list[Execution]:
+        """Running records (of one user, of one run), oldest first."""
+        query = sa.select(_T).where(_T.c.status == "running").order_by(_T.c.started_at, _T.c.id)
+        if user is not None:
+            query = query.where(_T.c.user_name == user)
+        if run_id is not None:
+            query = query.where(_T.c.run_id == run_id)
+        async with self.db.begin() as conn:
+            rows = (await conn.execute(query)).all()
+        return [Execution.from_row(r) for r in rows]
+
+    async def count_running(self) -> int:
+        """Running executions in every process."""
+        async with self.db.begin() as conn:
+            return int(await conn.scalar(sa.select(sa.func.count()).select_from(_T).where(_T.c.status == "running")) or 0)
+
+    async def cancel_requests(self, ids: Iterable[str]) -> dict[str, str]:
+        """Of `ids`, those another process asked to cancel, with who asked."""
+        wanted = list(ids)
+        if not wanted:
+            return {}
+        query = sa.select(_T.c.id, _T.c.cancel_requested_by).where(
+            _T.c.id.in_(wanted) & _T.c.cancel_requested_by.is_not(None) & (_T.c.status == "running"))
+        async with self.db.begin() as conn:
+            return {r.id: r.cancel_requested_by for r in await conn.execute(query)}
+
+    async def request_cancel(self, execution_id: str, by: str, now: datetime) -> bool:
+        """Flag a running record for cancellation by its owning process; False if it is not running."""
+        async with self.db.begin() as conn:
+            result = await conn.execute(
+                _T.update().where((_T.c.id == execution_id) & (_T.c.status == "running"))
+                .values(cancel_requested_by=by, cancel_requested_at=now))
+        return bool(result.rowcount)
+
+    async def request_run_cancel(self, run_id: str, by: str, now: datetime, *, user: str | None = None) -> list[str]:
+        """Mark a run cancelled (its later steps end cancelled at once) and flag its running records.
+
+        Args:
+            run_id: The run.
+            by: Who asks.
+            now: When.
+            user: Only a run this user has executions in, and only their records (None: any run — for admins).
+
+        Returns:
+            The ids of the running records flagged.
+        """
+        where = (_T.c.run_id == run_id) & (_T.c.status == "running")
+        if user is not None:
+            where &= _T.c.user_name == user
+        rc = et.run_cancellations
+        async with self.db.begin() as conn:
+            if user is not None:
+                mine = await conn.scalar(sa.select(_T.c.id).where((_T.c.run_id == run_id) & (_T.c.user_name == user)).limit(1))
+                if mine is None:
+                    return []  # not this user's run: nothing to flag, and its later steps are not theirs to stop
+            ids = [r.id for r in await conn.execute(
+                _T.update().where(where).values(cancel_requested_by=by, cancel_requested_at=now).returning(_T.c.id))]
+            exists = await conn.scalar(sa.select(rc.c.run_id).where(rc.c.run_id == run_id))
+            if exists is None:
+                await conn.execute(rc.insert().values(run_id=run_id, requested_by=by, requested_at=now))
+        return ids
+
+    def run_cancelled_by(self, conn: sa.Connection, run_id: str) -> str | None:
+        """Who cancelled `run_id`, if anyone (inside the caller's transaction)."""
+        rc = et.run_cancellations
+        return conn.scalar(sa.select(rc.c.requested_by).where(rc.c.run_id == run_id))
+
+    async def close_interrupted(self, me: Owner, now: datetime) -> list[str]:
+        """Close as `failed` / `interrupted` the running rows whose process is certainly gone (module docstring)."""
+        query = sa.select(_T.c.id, _T.c.tool, _T.c.user_name, _T.c.category, _T.c.started_at, _T.c.timeout_ms,
+                          _T.c.owner_pid, _T.c.owner_host, _T.c.owner_boot).where(_T.c.status == "running")
+        async with self.db.begin() as conn:
+            rows = (await conn.execute(query)).all()
+        closed: list[str] = []
+        for row in rows:
+            started = as_utc(row.started_at)
+            assert started is not None
+            why = _orphaned(row, me, now, started)
+            if why is None:
+                continue
+            duration_ms = max(0.0, (now - started).total_seconds() * 1000)
+            values = {"status": "failed", "ended_at": now, "reason": INTERRUPTED, "error": f"{INTERRUPTED}: {why}",
+                      "duration_ms": duration_ms}
+            ended = _Ended(row.tool, row.user_name, "failed", "", row.category, duration_ms, started)
+            if await self.db.write(self._end_in, row.id, values, ended):
+                closed.append(row.id)
+        return closed
+
+    async def prune(self, before: datetime) -> int:
+        """Delete finished records that ended before `before` (and take them out of the totals);
+        returns how many."""
+        rc = et.run_cancellations
+        old = (_T.c.status != "running") & (_T.c.ended_at < before)
+        denial = sa.func.coalesce(_T.c.denial, "")
+        async with self.db.begin() as conn:
+            gone = (await conn.execute(
+                sa.select(_T.c.tool, _T.c.user_name, _T.c.status, denial.label("denial"), sa.func.count().label("calls"),
+                          sa.func.count(_T.c.duration_ms).label("timed"),
+                          sa.func.coalesce(sa.func.sum(_T.c.duration_ms), 0.0).label("dsum"))
+                .where(old).group_by(_T.c.tool, _T.c.user_name, _T.c.status, denial)
+                .order_by(_T.c.tool, _T.c.user_name, _T.c.status, denial))).all()
+            bucket = _bucket_sql(_T.c.duration_ms)
+            bins = (await conn.execute(
+                sa.select(_T.c.tool, bucket.label("bucket"), sa.func.count().label("calls"))
+                .where(old & _T.c.duration_ms.is_not(None)).group_by(_T.c.tool, bucket)
+                .order_by(_T.c.tool, bucket))).all()
+            result = await conn.execute(_T.delete().where(old))
+            if gone:
+                key = ((_TOT.c.tool == sa.bindparam("k_tool")) & (_TOT.c.user_name == sa.bindparam("k_user"))
+                       & (_TOT.c.status == sa.bindparam("k_status")) & (_TOT.c.denial == sa.bindparam("k_denial")))
+                await conn.execute(
+                    _TOT.update().where(key).values(calls=_TOT.c.calls - sa.bindparam("n_calls"),
+                                                    timed=_TOT.c.timed - sa.bindparam("n_timed"),
+                                                    duration_sum_ms=_TOT.c.duration_sum_ms - sa.bindparam("n_dsum")),
+                    [{"k_tool": g.tool, "k_user": g.user_name, "k_status": g.status, "k_denial": g.denial,
+                      "n_calls": g.calls, "n_timed": g.timed, "n_dsum": float(g.dsum)} for g in gone])
+                await conn.execute(_TOT.delete().where(_TOT.c.calls <= 0))
+            if bins:
+                await conn.execute(
+                    _BKT.update().where((_BKT.c.tool == sa.bindparam("k_tool")) & (_BKT.c.bucket == sa.bindparam("k_bucket")))
+                    .values(calls=_BKT.c.calls - sa.bindparam("n_calls")),
+                    [{"k_tool": b.tool, "k_bucket": b.bucket, "n_calls": b.calls} for b in bins])
+                await conn.execute(_BKT.delete().where(_BKT.c.calls <= 0))
+            await conn.execute(rc.delete().where(rc.c.requested_at < before))
+        return int(result.rowcount or 0)
+
+    async def rebuild_totals(self) -> None:
+        """Recount `execution_totals` and `execution_buckets` from the `executions` rows (after a bulk load)."""
+        denial = sa.func.coalesce(_T.c.denial, "")
+        bucket = _bucket_sql(_T.c.duration_ms)
+        ended = _T.c.status != "running"
+        async with self.db.begin() as conn:
+            await conn.execute(_TOT.delete())
+            await conn.execute(_BKT.delete())
+            await conn.execute(_TOT.insert().from_select(
+                ["tool", "user_name", "status", "denial", "category", "calls", "timed", "duration_sum_ms", "last_started_at"],
+                sa.select(_T.c.tool, _T.c.user_name, _T.c.status, denial, sa.func.max(_T.c.category), sa.func.count(),
+                          sa.func.count(_T.c.duration_ms), sa.func.coalesce(sa.func.sum(_T.c.duration_ms), 0.0),
+                          sa.func.max(_T.c.started_at))
+                .where(ended).group_by(_T.c.tool, _T.c.user_name, _T.c.status, denial)))
+            await conn.execute(_BKT.insert().from_select(
+                ["tool", "bucket", "calls"],
+                sa.select(_T.c.tool, bucket, sa.func.count()).where(ended & _T.c.duration_ms.is_not(None))
+                .group_by(_T.c.tool, bucket)))
+
+
+def _orphaned(row: Any, me: Owner, now: datetime, started: datetime) -> str | None:
+    limit_ms = (row.timeout_ms or MAX_TIMEOUT_MS) + ORPHAN_GRACE_S * 1000
+    if now - started > timedelta(milliseconds=limit_ms):
+        return f"still running {round((now - started).total_seconds())} s after it started, past its timeout"
+    return gone(row.owner_pid, row.owner_host, row.owner_boot, me)
+
+
+__all__ = [
+    "DURATION_BUCKETS_S", "FINAL_STATUSES", "INTERRUPTED", "MAX_TIMEOUT_MS", "MIN_TIMEOUT_MS", "ORPHAN_GRACE_S", "STATUSES",
+    "Execution", "ExecutionStore", "Owner", "boot_id", "bucket_index", "pid_alive", "row_values",
+]

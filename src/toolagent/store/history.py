@@ -1,0 +1,165 @@
+"""Execution history reads: pages newest first, and statistics over everything a filter matches.
+
+Pages are read in `(started_at, id)` order, descending, which every index of `executions` ends
+with, so a page costs an index range read of `offset + limit` entries whatever the table's size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from . import engine_tables as et
+from .db import Database
+from .executions import Execution
+
+_T = et.executions
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Counts and average time of a set of executions."""
+
+    total: int = 0
+    """Executions (denied ones included)."""
+    success: int = 0
+    """Ended successfully."""
+    failed: int = 0
+    """Ended failed (denied ones included)."""
+    cancelled: int = 0
+    """Cancelled, timeouts included."""
+    running: int = 0
+    """Still running."""
+    denied: int = 0
+    """Refused by the gate (counted in `failed` too)."""
+    average_ms: float = 0.0
+    """Average duration of the executions that ran and ended."""
+
+    def to_json(self) -> dict[str, Any]:
+        """API form (`averageExecutionTime` in milliseconds)."""
+        return {"total": self.total, "success": self.success, "failed": self.failed, "cancelled": self.cancelled,
+                "running": self.running, "denied": self.denied, "averageExecutionTime": self.average_ms}
+
+
+@dataclass(frozen=True)
+class ExecutionFilter:
+    """Which executions a read covers (every field None: all of them)."""
+
+    user: str | None = None
+    """One user's executions."""
+    tool: str | None = None
+    """One qualified tool."""
+    category: str | None = None
+    """One category."""
+    status: str | None = None
+    """One status."""
+    run_id: str | None = None
+    """One BUILD run."""
+    since: datetime | None = None
+    """Started at or after this time."""
+    until: datetime | None = None
+    """Started before this time."""
+
+    def conditions(self) -> list[Any]:
+        """The WHERE conditions over `executions`."""
+        where: list[Any] = []
+        for column, value in ((_T.c.user_name, self.user), (_T.c.tool, self.tool), (_T.c.category, self.category),
+                              (_T.c.status, self.status), (_T.c.run_id, self.run_id)):
+            if value is not None:
+                where.append(column == value)
+        if self.since is not None:
+            where.append(_T.c.started_at >= self.since)
+        if self.until is not None:
+            where.append(_T.c.started_at < self.until)
+        return where
+
+
+def _count(status: str) -> Any:
+    return sa.func.sum(sa.case((_T.c.status == status, 1), else_=0))
+
+
+#: The aggregate columns of `Stats`, in field order.
+STATS_COLUMNS = (
+    sa.func.count().label("total"), _count("success").label("success"), _count("failed").label("failed"),
+    _count("cancelled").label("cancelled"), _count("running").label("running"),
+    sa.func.sum(sa.case((_T.c.denied, 1), else_=0)).label("denied"), sa.func.avg(_T.c.duration_ms).label("average_ms"),
+)
+
+
+def stats_from_row(row: Any) -> Stats:
+    """A `Stats` from a row of `STATS_COLUMNS`."""
+    if row is None:
+        return Stats()
+    return Stats(int(row.total or 0), int(row.success or 0), int(row.failed or 0), int(row.cancelled or 0),
+                 int(row.running or 0), int(row.denied or 0), float(row.average_ms or 0.0))
+
+
+class ExecutionHistory:
+    """History pages and statistics over `executions` and its totals."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def page(self, where: ExecutionFilter, *, limit: int, offset: int) -> list[Execution]:
+        """One page of the matching executions, newest first."""
+        stmt = (sa.select(_T).where(*where.conditions())
+                .order_by(_T.c.started_at.desc(), _T.c.id.desc()).limit(limit).offset(offset))
+        async with self.db.begin() as conn:
+            return [Execution.from_row(r) for r in await conn.execute(stmt)]
+
+    async def stats(self, where: ExecutionFilter) -> Stats:
+        """Statistics over every matching execution.
+
+        Without a date range or run, they are read from the execution totals (see
+        `store/engine_tables.py`) plus the running rows, instead of aggregating every matching row.
+        """
+        if where.since is None and where.until is None and where.run_id is None:
+            return await self._stats_from_totals(where)
+        return await self.stats_by_scan(where)
+
+    async def stats_by_scan(self, where: ExecutionFilter) -> Stats:
+        """`stats` computed from the rows themselves, whatever the filter."""
+        stmt = sa.select(*STATS_COLUMNS).select_from(_T).where(*where.conditions())
+        async with self.db.begin() as conn:
+            return stats_from_row((await conn.execute(stmt)).first())
+
+    async def _stats_from_totals(self, where: ExecutionFilter) -> Stats:
+        tot = et.execution_totals
+        conditions: list[Any] = []
+        for column, value in ((tot.c.user_name, where.user), (tot.c.tool, where.tool),
+                              (tot.c.category, where.category), (tot.c.status, where.status)):
+            if value is not None:
+                conditions.append(column == value)
+        ran = tot.c.denial == ""
+        async with self.db.begin() as conn:
+            rows = (await conn.execute(
+                sa.select(tot.c.status, ran.label("ran"), sa.func.sum(tot.c.calls).label("calls"),
+                          sa.func.sum(tot.c.timed).label("timed"), sa.func.sum(tot.c.duration_sum_ms).label("dsum"))
+                .where(*conditions).group_by(tot.c.status, ran))).all()
+            running = 0
+            if where.status in (None, "running"):
+                # Few rows run at once: read them by status and filter here.
+                running_where = [_T.c.status == "running", *([_T.c.user_name == where.user] if where.user is not None else [])]
+                running = sum(
+                    1 for r in await conn.execute(sa.select(_T.c.tool, _T.c.category).where(*running_where))
+                    if (where.tool is None or r.tool == where.tool)
+                    and (where.category is None or r.category == where.category)
+                )
+        by_status: dict[str, int] = {}
+        denied = timed = 0
+        dsum = 0.0
+        for r in rows:
+            by_status[r.status] = by_status.get(r.status, 0) + int(r.calls)
+            if r.ran:
+                timed += int(r.timed)
+                dsum += float(r.dsum)
+            else:
+                denied += int(r.calls)
+        return Stats(sum(by_status.values()) + running, by_status.get("success", 0), by_status.get("failed", 0),
+                     by_status.get("cancelled", 0), running, denied, dsum / timed if timed else 0.0)
+
+
+__all__ = ["STATS_COLUMNS", "ExecutionFilter", "ExecutionHistory", "Stats", "stats_from_row"]

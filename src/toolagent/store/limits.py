@@ -1,0 +1,63 @@
+"""Fixed-window limit counters (`limit_counters`), shared by every process using the store.
+
+A counter is one row per key (`rate|user:bob`, `budget|user:bob`, ...): the window number and
+the calls counted in it. Taking a unit is one conditional
+`UPDATE ... SET calls = calls + 1 WHERE ... AND calls < limit RETURNING calls`, which SQLite
+runs under its database write lock and PostgreSQL under the row's lock (re-checking the
+condition once a concurrent writer commits): in a window the N-th call passes and the N+1-th
+does not, however many tasks and processes race.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from . import engine_tables as et
+from .db import Database
+
+
+class LimitCounters:
+    """Take from and read the counters of `limit_counters`."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # Built once, with bound parameters (`take` runs on every tool execution).
+        t, c = et.limit_counters, et.limit_counters.c
+        key, window = sa.bindparam("b_key"), sa.bindparam("b_window")
+        self._bump = (t.update().where((c.key == key) & (c.window_no == window) & (c.calls < sa.bindparam("b_limit")))
+                      .values(calls=c.calls + 1).returning(c.calls))
+        # `<` rather than `!=`: a process whose clock lags must not reset a newer window.
+        self._reset = (t.update().where((c.key == key) & (c.window_no < window))
+                       .values(window_no=window, calls=1).returning(c.calls))
+        insert_fn = sqlite.insert if db.is_sqlite else postgresql.insert
+        self._create = (insert_fn(t).values(key=key, window_no=window, calls=1)
+                        .on_conflict_do_nothing(index_elements=[c.key]).returning(c.calls))
+
+    def take_in(self, conn: sa.Connection, key: str, window_no: int, limit: int) -> int | None:
+        """One unit from counter `key` in window `window_no`, inside `conn`'s transaction.
+
+        Returns:
+            The calls counted in the window now, or None when `limit` were counted already.
+        """
+        params = {"b_key": key, "b_window": window_no, "b_limit": limit}
+        row = conn.execute(self._bump, params).first()
+        if row is not None:
+            return int(row.calls)
+        # No row for this window: an older window's row starts over, else the first row is made.
+        if conn.execute(self._reset, params).first() is not None:
+            return 1
+        if conn.execute(self._create, params).first() is not None:
+            return 1
+        # Another transaction made or reset the row meanwhile: count against it.
+        row = conn.execute(self._bump, params).first()
+        return int(row.calls) if row is not None else None
+
+    async def read(self, keys: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Each existing counter of `keys`: its window number and the calls counted in it."""
+        c = et.limit_counters.c
+        async with self.db.begin() as conn:
+            rows = await conn.execute(sa.select(c.key, c.window_no, c.calls).where(c.key.in_(list(keys))))
+            return {r.key: (int(r.window_no), int(r.calls)) for r in rows}

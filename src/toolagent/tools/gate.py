@@ -1,0 +1,72 @@
+"""The gate, outermost: may this caller run this tool at all?
+
+`permissions.decide` runs first and costs no I/O: the tool is enabled, it is in the agent's tool
+list, the caller's level covers its risk, the API key is active and in scope. A refusal is
+recorded (denied, never sent) and the call goes no further. An allowed call carries one more
+check down to the admission transaction: the key is read again there, because it may have been
+revoked since the caller authenticated, and a refusal then is recorded the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..engine.executions import Execution
+from ..engine.permissions import Decision, ExecutionDenied, decide
+from ..engine.principals import Principals
+from ..status import CallStatus
+from ..store.db import Connection
+from .base import CallContext, CallOutcome, ToolCall, WrappedSource
+from .records import Recorder
+
+
+def denied_outcome(call: ToolCall, record: Execution, exception: Any, code: str, reason: str) -> CallOutcome:
+    """The outcome of a refused call, as recorded."""
+    return CallOutcome(CallStatus.DENIED, call.name, record.id, error=reason, reason=reason, denial=code,
+                       exception=exception, ended_at=record.ended_at, record=record)
+
+
+@dataclass
+class GateSource(WrappedSource):
+    """Refuses (and records) calls the caller may not make; see the module docstring."""
+
+    recorder: Recorder
+
+    def _decide(self, call: ToolCall, ctx: CallContext, *, revoked_at: Any, scopes: Any) -> Decision:
+        key = ctx.api_key
+        return decide(user=ctx.principal.name, level=ctx.principal.level, tool=call.name, risk=call.entry.risk,
+                      category=call.entry.category, enabled=call.entry.enabled, agent_tools=ctx.agent_tools,
+                      key_id=key.id if key is not None else None, key_revoked_at=revoked_at, key_scopes=scopes)
+
+    async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
+        """Decide; refuse and record, or pass the call on with the key re-check for admission."""
+        key = ctx.api_key
+        decision = self._decide(call, ctx, revoked_at=key.revoked_at if key else None, scopes=key.scopes if key else None)
+        if not decision.allowed:
+            return await self.refuse(call, ctx, self.recorder.draft(call, ctx), decision)
+        if key is None:
+            return await self.inner.call_tool(call, ctx)
+
+        def recheck(conn: Connection, execution: Execution) -> Decision:
+            fresh = Principals.key_in(conn, key.id)
+            return self._decide(call, ctx, revoked_at=fresh.revoked_at if fresh else key.revoked_at or execution.started_at,
+                                scopes=(fresh or key).scopes)
+
+        # The record layer runs the re-check in its admission transaction and records a refusal.
+        return await self.inner.call_tool(replace(call, admission=(recheck, *call.admission)), ctx)
+
+    async def refuse(self, call: ToolCall, ctx: CallContext, draft: Execution, decision: Decision) -> CallOutcome:
+        """Record `decision` as a denial of `draft` and answer with it."""
+        return await refuse(self.recorder, call, draft, decision)
+
+
+async def refuse(recorder: Recorder, call: ToolCall, draft: Execution, decision: Decision) -> CallOutcome:
+    """Record the gate's `decision` as a denial of `draft`; the outcome carries `ExecutionDenied`."""
+    code, reason = decision.code or "denied", decision.reason or "denied"
+    record = await recorder.deny(draft, code, reason)
+    exc = ExecutionDenied(decision, tool=call.name, level=draft.level or "", risk=call.entry.risk, execution_id=record.id)
+    return denied_outcome(call, record, exc, code, reason)
+
+
+__all__ = ["GateSource", "denied_outcome", "refuse"]

@@ -1,0 +1,36 @@
+"""Limits and budgets: count the call against the caller's rate limits and monthly budget.
+
+The counters advance inside the admission transaction (the record layer runs this layer's
+hook there), so a call is counted exactly when its `running` row commits, and a refusal
+(`RateLimited`, `BudgetExceeded`) rolls the whole admission back; the record layer then records
+the refusal. Exactness across processes comes from the store's counters, not from this process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..engine.executions import Execution
+from ..engine.limits import Limits, LimitStatus
+from ..store.db import Connection
+from .base import CallContext, CallOutcome, ToolCall, WrappedSource
+
+
+@dataclass
+class LimitedSource(WrappedSource):
+    """Adds the limit counters to the call's admission."""
+
+    limits: Limits
+
+    async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
+        """Pass the call on with this caller's counters to advance at admission."""
+        principal = ctx.principal
+
+        def count(conn: Connection, execution: Execution) -> list[LimitStatus]:
+            return self.limits.consume(conn, principal.name, principal.plan, tool=execution.tool,
+                                       category=execution.category)
+
+        return await self.inner.call_tool(replace(call, admission=(*call.admission, count)), ctx)
+
+
+__all__ = ["LimitedSource"]

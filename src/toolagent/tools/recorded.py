@@ -1,0 +1,110 @@
+"""The execution record and audit trail: every admitted call is stored `running`, then final.
+
+Admission is one transaction (`Recorder.admit`: the outer layers' hooks, the `running` row, the
+`allow` audit row); the outcome is another (`Recorder.finish`, shielded, so a cancelled caller
+never loses its history entry). Between them the inner layers run the call; whatever they answer
+or raise becomes the stored outcome:
+
+| inner answer                    | stored status | outcome status |
+| ---                             | ---           | ---            |
+| result                          | success       | ok             |
+| result with `is_error`          | failed        | failed         |
+| `timed_out` (timeout layer)     | cancelled     | timed_out      |
+| `cancelled` (cancel by id)      | cancelled     | cancelled      |
+| `ToolAgentError` raised         | failed        | failed         |
+| the calling task was cancelled  | cancelled     | (re-raised)    |
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from ..engine.executions import Execution
+from ..engine.limits import Clock
+from ..engine.logs import log_context
+from ..engine.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, Decision
+from ..engine.redaction import redact_text
+from ..errors import BudgetExceeded, RateLimited, ToolAgentError
+from ..status import CallStatus, ExecutionStatus
+from .base import CallContext, CallOutcome, ToolCall, WrappedSource
+from .gate import denied_outcome, refuse
+from .records import Recorder
+
+_STORED = {CallStatus.OK: ExecutionStatus.SUCCESS, CallStatus.FAILED: ExecutionStatus.FAILED,
+           CallStatus.TIMED_OUT: ExecutionStatus.CANCELLED, CallStatus.CANCELLED: ExecutionStatus.CANCELLED}
+
+
+@dataclass
+class RecordedSource(WrappedSource):
+    """Stores each call before and after it runs; see the module docstring."""
+
+    recorder: Recorder
+    clock: Clock = field(default=time.time)
+
+    async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
+        """Admit, run and record one call."""
+        draft = self.recorder.draft(call, ctx)
+        try:
+            # Shielded: once the running row commits, the call must get to close it. A cancellation
+            # of the caller meanwhile is delivered at the next checkpoint and recorded there.
+            with anyio.CancelScope(shield=True):
+                admitted = await self.recorder.admit(draft, call.admission)
+        except (RateLimited, BudgetExceeded) as exc:
+            code = DENIAL_RATE_LIMITED if isinstance(exc, RateLimited) else DENIAL_BUDGET
+            record = await self.recorder.deny(draft, code, exc.message)
+            return denied_outcome(call, record, exc, code, exc.message)
+        if isinstance(admitted, Decision):
+            return await refuse(self.recorder, call, draft, admitted)
+        if admitted.status != ExecutionStatus.RUNNING:  # its run was cancelled: never started
+            return CallOutcome(CallStatus.CANCELLED, call.name, admitted.id, reason=admitted.reason,
+                               error=admitted.reason, ended_at=admitted.ended_at, record=admitted)
+        if ctx.on_admitted is not None:
+            ctx.on_admitted(admitted)
+        with log_context(execution_id=admitted.id, tool=admitted.tool, user=admitted.user, run_id=admitted.run_id):
+            return await self._run(call, ctx, admitted)
+
+    async def _run(self, call: ToolCall, ctx: CallContext, execution: Execution) -> CallOutcome:
+        started = time.perf_counter()
+        try:
+            await self.recorder.emit("execution_started", execution)
+            outcome = await self.inner.call_tool(call, ctx)
+        except anyio.get_cancelled_exc_class():
+            # The caller's own task was cancelled (a sibling step failed, the run was stopped):
+            # record it, then let the cancellation go on.
+            await self._finish(execution, started, CallOutcome(
+                CallStatus.CANCELLED, call.name, reason="cancelled: the calling task was cancelled"))
+            raise
+        except ToolAgentError as exc:
+            outcome = CallOutcome(CallStatus.FAILED, call.name, error=exc.message, exception=exc)
+        except Exception as exc:
+            await self._finish(execution, started, CallOutcome(
+                CallStatus.FAILED, call.name, error=f"internal error: {type(exc).__name__}: {exc}"))
+            raise
+        return await self._finish(execution, started, outcome)
+
+    async def _finish(self, execution: Execution, started: float, outcome: CallOutcome) -> CallOutcome:
+        ended = replace(
+            execution, status=_STORED[outcome.status], ended_at=datetime.fromtimestamp(self.clock(), UTC),
+            duration_ms=(time.perf_counter() - started) * 1000, result=outcome.result,
+            error=redact_text(outcome.error) if outcome.error and outcome.status is not CallStatus.CANCELLED else None,
+            reason=outcome.reason,
+        )
+        stored = await self.recorder.finish(ended)
+        status = outcome.status if stored is ended else _called(stored)
+        return replace(outcome, status=status, execution_id=stored.id, error=stored.error or outcome.error,
+                       reason=stored.reason, duration_ms=stored.duration_ms, ended_at=stored.ended_at,
+                       limits=execution.limits, record=stored)
+
+
+def _called(record: Any) -> CallStatus:
+    """The outcome status of a record someone else closed."""
+    return {ExecutionStatus.SUCCESS: CallStatus.OK, ExecutionStatus.FAILED: CallStatus.FAILED}.get(
+        record.status, CallStatus.CANCELLED)
+
+
+__all__ = ["RecordedSource"]

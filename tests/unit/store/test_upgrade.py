@@ -1,0 +1,95 @@
+"""Alembic migrations: a fresh store ends in the shape `tables.py` declares, and a store written by
+the release before Alembic (kept under tests/fixtures/) upgrades in place with every row kept."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from conftest import REPO_ROOT
+from toolagent.engine.audit import AuditLog
+from toolagent.store import open_store
+from toolagent.store.db import Database
+from toolagent.store.migrations import LEGACY_TABLE
+from toolagent.store.tables import metadata
+
+pytestmark = pytest.mark.anyio
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
+
+
+def _schema_drift(conn: sa.Connection) -> list[Any]:
+    """What differs between the database and `tables.py` (the legacy version table aside)."""
+    def include(obj: Any, name: str | None, kind: str, reflected: bool, compare_to: Any) -> bool:
+        return not (kind == "table" and name == LEGACY_TABLE)
+    context = MigrationContext.configure(conn, opts={"include_object": include, "compare_type": True})
+    return compare_metadata(context, metadata)
+
+
+def _row_counts(conn: sa.Connection) -> dict[str, int]:
+    return {name: conn.scalar(sa.select(sa.func.count()).select_from(table)) or 0
+            for name, table in metadata.tables.items()}
+
+
+async def _inspect(db: Database) -> tuple[list[Any], dict[str, int], bool]:
+    async with db.begin() as conn:
+        drift = await conn.run_sync(_schema_drift)
+        counts = await conn.run_sync(_row_counts)
+        has_legacy = await conn.run_sync(lambda sync: sa.inspect(sync).has_table(LEGACY_TABLE))
+    return drift, counts, has_legacy
+
+
+async def test_a_fresh_store_ends_in_the_declared_shape(db_url: str) -> None:
+    db = Database(db_url)
+    try:
+        assert await db.migrate() == [1, 2, 3, 4, 5]
+        drift, counts, has_legacy = await _inspect(db)
+        assert drift == []
+        assert set(counts.values()) == {0} and not has_legacy
+        assert await db.schema_version() == 5
+        assert await db.migrate() == []
+    finally:
+        await db.dispose()
+
+
+async def _check_upgraded(url: str) -> None:
+    db = Database(url)
+    try:
+        # The release before Alembic left every table filled; none is empty going in.
+        _, before, _ = await _inspect(db)
+        assert 0 not in before.values(), before
+        assert await db.migrate() == []  # stamped at version 5: nothing to replay
+        drift, after, has_legacy = await _inspect(db)
+        assert drift == []
+        assert after == before
+        assert has_legacy  # left in place for the release before, which still reads it
+        assert await db.schema_version() == 5
+    finally:
+        await db.dispose()
+    async with open_store(url) as store:
+        assert [a.ref for a in await store.agents.list_agents()] == ["demo/supabase-agent"]
+        runs = await store.runs.list_runs()
+        assert [r.status for r in runs] == ["success"]
+        deliverable = await store.runs.get_deliverable(runs[0].deliverable_id or "")
+        assert deliverable.content
+        assert (await AuditLog(store.db).verify()).ok
+
+
+async def test_a_sqlite_store_of_the_previous_release_upgrades_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    shutil.copy(FIXTURES / "store_v5.sqlite", path)
+    await _check_upgraded(f"sqlite+aiosqlite:///{path}")
+
+
+async def test_a_postgres_store_of_the_previous_release_upgrades_in_place(pg_url: str) -> None:
+    import psycopg
+
+    dump = (FIXTURES / "store_v5.pg.sql").read_text()
+    with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute(dump.encode())
+    await _check_upgraded(pg_url)

@@ -1,0 +1,58 @@
+"""Settings: every environment variable is declared in a settings model, and the README's
+variable tables list exactly those."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import REPO_ROOT
+from toolagent.errors import UsageError
+from toolagent.servers.supabase.settings import SupabaseSettings
+from toolagent.settings import Settings
+
+_NAME = re.compile(r"`([A-Z][A-Z0-9_]+)`")
+
+
+def readme_variables() -> set[str]:
+    """The names in the first column of every README table whose header starts with `variable`."""
+    names: set[str] = set()
+    in_table = False
+    for line in (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if not cells:
+            in_table = False
+        elif cells[0] == "variable":
+            in_table = True
+        elif in_table and not set(cells[0]) <= set("-: "):
+            names.update(_NAME.findall(cells[0]))
+    return names
+
+
+def test_the_readme_tables_list_exactly_the_declared_variables() -> None:
+    declared = set(Settings.env_names()) | set(SupabaseSettings.env_names())
+    assert readme_variables() == declared
+
+
+def test_settings_read_the_process_environment_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLAGENT_USER", "bob")
+    monkeypatch.setenv("TOOLAGENT_FLOW_MAX_ITEMS", "")  # empty counts as unset
+    settings = Settings.from_env()
+    assert (settings.user, settings.flow_max_items) == ("bob", None)
+    # A mapping given by the caller is read instead of the process environment, not on top of it.
+    assert Settings.from_env({"TOOLAGENT_FLOW_MAX_ITEMS": "7"}).user is None
+
+
+def test_a_malformed_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLAGENT_FLOW_MAX_CHARS", "lots")
+    with pytest.raises(UsageError, match="TOOLAGENT_FLOW_MAX_CHARS must be a positive integer, got 'lots'"):
+        Settings.from_env()
+
+
+def test_supabase_settings_take_the_comma_list_and_the_demo_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SUPABASE_ALLOWED_TABLES", "users, messages,")
+    monkeypatch.setenv("SUPABASE_DEMO_DB", "/tmp/demo.sqlite")
+    settings = SupabaseSettings.from_env()
+    assert settings.allowed_tables == ("users", "messages")
+    assert str(settings.demo_db_path) == "/tmp/demo.sqlite"
