@@ -33,6 +33,8 @@ BAD_INPUTS: list[tuple[str, list[str], int, str]] = [
      "--args.text contains a NUL"),
     ("agent file not UTF-8", ["build", "{d}/latin1.yaml"], 2, "latin1.yaml: is not UTF-8 text"),
     ("agent file not UTF-8, upsert", ["agents", "upsert", "{d}/latin1.yaml"], 2, "is not UTF-8 text"),
+    ("agent file with a NUL", ["agents", "upsert", "{d}/nul.yaml"], 2, "metadata.name: contains a NUL"),
+    ("agent file nested 5000 deep", ["build", "{d}/deep.json"], 2, "nested too deep"),
     ("seed file not UTF-8", ["seed", "{d}/latin1.json"], 2, "is not UTF-8 text"),
     ("runs list --agent without a slash", ["runs", "list", "--agent", "noslash"], 2, "is not ORG/SLUG"),
     ("prune past the calendar", ["executions", "prune", "--older-than-days", "999999999"], 2, "--older-than-days"),
@@ -53,6 +55,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "latin1.yaml").write_bytes("metadata: {name: caf\u00e9}\n".encode("latin-1"))
     (d / "latin1.json").write_bytes('{"a": "caf\u00e9"}'.encode("latin-1"))
     (d / "nul.json").write_text('{"a": "x\\u0000y"}')
+    (d / "nul.yaml").write_text('metadata: {name: "x\\0y"}\nconfiguration: {tools: [probe/echo]}\n')
+    (d / "deep.json").write_text('{"metadata": ' + DEEP + "}")
     (d / "mcp.json").write_text(json.dumps({"mcpServers": {}}))
     return d
 
