@@ -8,12 +8,12 @@ Every BUILD step goes through the runtime's tool stack as the CLI's principal (`
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
 import typer
 
+from ..data import demo_payload_file
 from ..engine import EngineConfig
 from ..errors import NotFound, UsageError
 from ..mcp.config import ServersConfig
@@ -125,7 +125,7 @@ def demo(
 
     Example: toolagent demo --question "how many conversations per status" --format text
     """
-    example = Path(__file__).resolve().parents[3] / "seeds" / "payloads" / "demo_build.json"
+    example = demo_payload_file()
     overrides = json.loads(example.read_text()) if example.is_file() else {}
     overrides.setdefault("toolParams", {}).setdefault("supabase/generate-sql", {})["query"] = question
     code = run(lambda: _build("demo/supabase-agent", {}, overrides, fmt, seed_first=True))
