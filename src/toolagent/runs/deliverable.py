@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..engine.redaction import redact
+
 if TYPE_CHECKING:
     from .plan import BuildPlan
     from .runner import StepState
@@ -76,7 +78,7 @@ def deliverable_metadata(
     plan: BuildPlan, steps: Sequence[StepState], *, run_id: str, status: str,
     started_at: datetime, ended_at: datetime, duration_ms: float,
 ) -> dict[str, Any]:
-    """The PRD's run metadata (toolsExecuted, successfulTools, ...) plus run and agent identity."""
+    """The run metadata (toolsExecuted, successfulTools, ...) plus run and agent identity."""
     ran = [s for s in steps if s.status in ("success", "failed")]
     return {
         "toolsExecuted": len(ran),
@@ -110,7 +112,8 @@ def render_deliverable(
         }
         for s in steps
     ]
-    data = {"agent": plan.agent_ref, "runId": run_id, "status": status, "error": error, "results": results}
+    # Masked before rendering, so `content` is rendered from the same masked values as `data`.
+    data = redact({"agent": plan.agent_ref, "runId": run_id, "status": status, "error": error, "results": results})
     fmt = plan.deliverable_format.value
     if fmt == "json":
         content = json.dumps({"metadata": metadata, **data}, indent=2, default=str)

@@ -1,4 +1,9 @@
-"""Store verbs for BUILD runs, their steps and their deliverables."""
+"""Store verbs for BUILD runs, their steps and their deliverables.
+
+Every write verb masks secrets (by key, by shape and by remembered value) in payloads, overrides,
+step params and results, errors and deliverables before they reach the database; the run in
+memory keeps the real values.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..engine.redaction import redact_values, remember_secrets
 from ..errors import NotFound
 from . import tables as t
 from .db import Database, as_utc, utcnow
@@ -107,6 +113,11 @@ def _row(cls: type[Any], row: Any) -> Any:
     return cls(**m)
 
 
+#: Columns passed through the redaction before a write (see `toolagent.engine.redaction`).
+_RUN_DATA, _RUN_TEXT = ("payload", "overrides"), ("error",)
+_STEP_DATA, _STEP_TEXT = ("params", "result"), ("error",)
+
+
 class RunStore:
     """Insert and read runs, steps and deliverables."""
 
@@ -116,6 +127,10 @@ class RunStore:
     async def create_run(self, **values: Any) -> None:
         """Insert a run in status `running` (with its steps as `pending`, if given), owned by this process."""
         steps = values.pop("steps", [])
+        # Secrets of the payload and overrides are masked in this run's every later record too.
+        remember_secrets(values.get("payload"), values.get("overrides"))
+        values = redact_values(values, data=_RUN_DATA, text=_RUN_TEXT)
+        steps = [redact_values(s, data=_STEP_DATA, text=_STEP_TEXT) for s in steps]
         me = Owner.current()
         values = {"owner_pid": me.pid, "owner_host": me.host, "owner_boot": me.boot, **values}
         async with self.db.begin() as conn:
@@ -182,6 +197,7 @@ class RunStore:
         """Update several steps of a run in one transaction; each row has `position` and the same keys."""
         if not rows:
             return
+        rows = [redact_values(r, data=_STEP_DATA, text=_STEP_TEXT) for r in rows]
         keys = sorted(k for k in rows[0] if k != "position")
         stmt = (
             t.run_steps.update()
@@ -193,6 +209,9 @@ class RunStore:
 
     async def finish_run(self, run_id: str, *, deliverable: dict[str, Any] | None, **values: Any) -> None:
         """Set the run's outcome and save its deliverable in one transaction."""
+        values = redact_values(values, data=_RUN_DATA, text=_RUN_TEXT)
+        if deliverable is not None:
+            deliverable = redact_values(deliverable, data=("data", "metadata"), text=("content",))
         async with self.db.begin() as conn:
             if deliverable is not None:
                 await conn.execute(t.deliverables.insert().values(run_id=run_id, **deliverable))
