@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import agents, runs, serve, tools  # noqa: F401  (registers commands)
 from . import engine  # noqa: F401
 from . import audit  # noqa: F401
+from . import worker  # noqa: F401
 from ..sql.cli import sql_app
 from ._app import app
 
