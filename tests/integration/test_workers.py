@@ -164,10 +164,11 @@ async def until(predicate: Any, timeout_s: float = 60) -> None:
             await anyio.sleep(0.05)
 
 
-def cli(fleet: Fleet, *args: str) -> Any:
-    result = CliRunner().invoke(app, ["--db", fleet.url, "--servers", str(fleet.servers), "--json", *args],
-                                env={"TOOLAGENT_USER": "alice", "TOOLAGENT_WORKER_STALLED_S": STALLED_S})
-    return result
+async def cli(fleet: Fleet, *args: str, db: str | None = None) -> Any:
+    """The CLI in a thread of its own (it runs its own event loop)."""
+    argv = ["--db", db or fleet.url, "--servers", str(fleet.servers), "--json", *args]
+    env = {"TOOLAGENT_USER": "alice", "TOOLAGENT_WORKER_STALLED_S": STALLED_S}
+    return await anyio.to_thread.run_sync(lambda: CliRunner().invoke(app, argv, env=env))
 
 
 async def test_fifty_submitted_runs_on_two_workers_each_end_exactly_once(fleet: Fleet) -> None:
@@ -191,7 +192,7 @@ async def test_fifty_submitted_runs_on_two_workers_each_end_exactly_once(fleet: 
 async def test_cancel_a_queued_run_and_a_running_one(fleet: Fleet) -> None:
     async with store_of(fleet) as (store, me):
         queued = await submit_run(store, plan(["q/noop"]), {}, me)
-        result = cli(fleet, "runs", "cancel", queued)
+        result = await cli(fleet, "runs", "cancel", queued)
         assert result.exit_code == 0, result.output
         row = await store.runs.get_run(queued)
         assert row.status == "cancelled" and row.error == "cancelled by alice before it started"
@@ -203,7 +204,7 @@ async def test_cancel_a_queued_run_and_a_running_one(fleet: Fleet) -> None:
             return bool(fleet.calls("wait"))
 
         await until(started)
-        result = cli(fleet, "runs", "cancel", running, "--wait", "20")
+        result = await cli(fleet, "runs", "cancel", running, "--wait", "20")
         assert result.exit_code == 0, result.output
         row = await store.runs.get_run(running)
         assert row.status == "cancelled"
@@ -319,13 +320,12 @@ async def test_build_submit_wait_prints_like_a_local_build_and_sqlite_refuses(fl
     async with store_of(fleet):
         pass
     await fleet.start()
-    result = await anyio.to_thread.run_sync(lambda: cli(fleet, "build", str(agent), "--submit", "--wait"))
+    result = await cli(fleet, "build", str(agent), "--submit", "--wait")
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
     assert body["status"] == "success" and body["deliverable"]["runId"] == body["runId"]
     assert [c["tag"] for c in fleet.calls("noop")] == ["cli"]
 
-    sqlite = CliRunner().invoke(app, ["--db", f"sqlite:///{tmp_path / 's.db'}", "--servers", str(fleet.servers),
-                                      "build", str(agent), "--submit"])
+    sqlite = await cli(fleet, "build", str(agent), "--submit", db=f"sqlite:///{tmp_path / 's.db'}")
     assert sqlite.exit_code == 2
     assert "TOOLAGENT_DATABASE_URL" in sqlite.output and "PostgreSQL" in sqlite.output

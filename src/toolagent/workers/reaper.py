@@ -32,7 +32,10 @@ async def repeatable(runtime: Runtime, tools: list[str]) -> bool:
             entry = await runtime.tools.resolve(name)
         except ToolAgentError:
             return False
-        if not (entry.risk == "safe" or entry.spec.read_only):
+        spec = entry.spec
+        # The server's own read-only hint counts only where the operator trusts its annotations.
+        read_only = spec.trusted and spec.annotations.get("read_only_hint") is True
+        if not (entry.risk == "safe" or read_only):
             return False
     return True
 
