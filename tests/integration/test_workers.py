@@ -329,3 +329,30 @@ async def test_build_submit_wait_prints_like_a_local_build_and_sqlite_refuses(fl
     sqlite = await cli(fleet, "build", str(agent), "--submit", db=f"sqlite:///{tmp_path / 's.db'}")
     assert sqlite.exit_code == 2
     assert "TOOLAGENT_DATABASE_URL" in sqlite.output and "PostgreSQL" in sqlite.output
+
+
+async def test_the_api_submits_builds_answers_202_cancels_a_queued_run_and_shows_the_queue(fleet: Fleet) -> None:
+    from api_harness import agent_body, live_server, provision
+
+    users = await anyio.to_thread.run_sync(lambda: provision(fleet.url, [("bob", "admin", "enterprise")]))
+    servers = json.loads(fleet.servers.read_text())["mcpServers"]
+    definition = {"metadata": {"name": "fleet", "version": "1.0.0"},
+                  "configuration": {"tools": ["q/noop"], "toolParams": {"q/noop": {"tag": "api"}}}}
+    with live_server(fleet.tmp / "api", servers, db=fleet.url, env={"TOOLAGENT_EXECUTION": "queue"}) as server:
+        with server.client(users["bob"], timeout=30) as http:
+            assert http.put("/api/agents/tests/fleet", json=agent_body(definition)).status_code in (200, 201)
+            accepted = http.post("/api/agents/tests/fleet/build", json={"payload": {}, "async": True})
+            assert accepted.status_code == 202 and accepted.json()["status"] == "queued"
+            run_id = accepted.json()["runId"]
+            cancelled = http.post(f"/api/runs/{run_id}/cancel")
+            assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+            second = http.post("/api/agents/tests/fleet/build", json={"payload": {}, "async": True}).json()["runId"]
+            metrics = http.get("/metrics").text
+            assert 'toolagent_queue_jobs{queue="builds",status="cancelled"} 1.0' in metrics
+            assert 'toolagent_queue_jobs{queue="builds",status="todo"} 1.0' in metrics
+            assert "toolagent_workers 0.0" in metrics
+            await fleet.start()
+            async with store_of(fleet) as (store, _):
+                (row,) = await until_final(store, [second])
+            assert row.status == "success" and [c["tag"] for c in fleet.calls("noop")] == ["api"]
+            assert "toolagent_workers 1.0" in http.get("/metrics").text

@@ -6,7 +6,7 @@ import typer
 
 from ..engine.logs import configure_logging
 from ..mcp.config import ServersConfig
-from ._app import app, err, run, state
+from ._app import EXIT_USAGE, app, err, fail, run, state
 
 
 @app.command("serve")
@@ -14,6 +14,8 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
     port: int = typer.Option(8080, "--port", min=1, max=65535, help="TCP port."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+    submit: bool = typer.Option(False, "--submit", help="Queue BUILD runs for `toolagent worker` (PostgreSQL) "
+                                "instead of running them in this process (also: TOOLAGENT_EXECUTION=queue)."),
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers."""
     import uvicorn
@@ -27,8 +29,16 @@ def serve(
     async def body() -> None:
         config = ServersConfig.load(state.servers)
         err.print(f"toolagent API on http://{host}:{port} (servers: {', '.join(config.enabled) or 'none'})")
-        server = uvicorn.Server(uvicorn.Config(create_app(db=state.db, servers=config), host=host, port=port,
-                                               log_level=log_level))
+        api = create_app(db=state.db, servers=config)
+        if submit:
+            from ..store.db import default_url, normalize_url
+
+            if normalize_url(state.db or default_url()).startswith("sqlite"):
+                raise fail("--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL "
+                           "(or --db) to postgresql://USER@HOST/DB; with SQLite, drop --submit to run builds here",
+                           EXIT_USAGE)
+            api.state.submit_runs = True  # read by the BUILD route (see `toolagent.workers`)
+        server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level=log_level))
         await server.serve()
 
     run(body)

@@ -10,16 +10,15 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from ..settings import Settings
 from ..store import open_store
 from ._app import EXIT_USAGE, app, emit_json, err, fail, out, run, state
 
 
 def stalled_s() -> float:
     """`TOOLAGENT_WORKER_STALLED_S`, else the default."""
-    from ..workers.app import DEFAULT_STALLED_S
+    from ..workers.app import stalled_after_s
 
-    return Settings.from_env().worker_stalled_s or DEFAULT_STALLED_S
+    return stalled_after_s()
 
 
 @app.command("worker")
@@ -108,7 +107,9 @@ def queue(
 
 def submit_wanted(flag: bool) -> bool:
     """`--submit`, else `TOOLAGENT_EXECUTION=queue`."""
-    return flag or Settings.from_env().execution == "queue"
+    from ..workers.app import submitting
+
+    return submitting(flag)
 
 
 async def submit_build(store: object, plan: object, payload: object, *, explicit: bool, wait: bool,

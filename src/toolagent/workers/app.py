@@ -23,6 +23,20 @@ STATE_KEY = "toolagent"
 DEFAULT_STALLED_S = 60.0
 
 
+def stalled_after_s() -> float:
+    """`TOOLAGENT_WORKER_STALLED_S`, else `DEFAULT_STALLED_S`."""
+    from ..settings import Settings
+
+    return Settings.from_env().worker_stalled_s or DEFAULT_STALLED_S
+
+
+def submitting(flag: bool = False) -> bool:
+    """Whether BUILD runs go to the workers: `flag` (`--submit`), else `TOOLAGENT_EXECUTION=queue`."""
+    from ..settings import Settings
+
+    return flag or Settings.from_env().execution == "queue"
+
+
 def conninfo(url: str) -> str:
     """The libpq form of a store URL (`postgresql+psycopg://...` -> `postgresql://...`).
 
@@ -76,4 +90,5 @@ def _state(context: Any) -> Any:
     return state
 
 
-__all__ = ["DEFAULT_STALLED_S", "REAP_LOCK", "REAP_TASK", "STATE_KEY", "conninfo", "make_app", "reap_every_s"]
+__all__ = ["DEFAULT_STALLED_S", "REAP_LOCK", "REAP_TASK", "STATE_KEY", "conninfo", "make_app", "reap_every_s",
+           "stalled_after_s", "submitting"]
