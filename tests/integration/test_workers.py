@@ -83,7 +83,9 @@ class Fleet:
     url: str
     tmp: Path
     workers: list[Worker] = field(default_factory=list)
-    engine_config: dict[str, Any] | None = None
+    # No plan limit by default: 50 runs would pass the default plan's calls per minute.
+    engine_config: dict[str, Any] = field(default_factory=lambda: {"plans": {"enterprise": {
+        "level": "execute_advanced", "rate_per_minute": None, "monthly_budget": None}}})
 
     @property
     def log(self) -> Path:
@@ -99,10 +101,9 @@ class Fleet:
 
     def env(self) -> dict[str, str]:
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src"), "TOOLAGENT_WORKER_STALLED_S": STALLED_S}
-        if self.engine_config is not None:
-            path = self.tmp / "engine.yaml"
-            path.write_text(yaml.safe_dump(self.engine_config))
-            env["TOOLAGENT_ENGINE_CONFIG"] = str(path)
+        path = self.tmp / "engine.yaml"
+        path.write_text(yaml.safe_dump(self.engine_config))
+        env["TOOLAGENT_ENGINE_CONFIG"] = str(path)
         return env
 
     async def start(self, *, concurrency: int = 4, grace_s: float = 10.0) -> Worker:
@@ -197,6 +198,11 @@ async def test_cancel_a_queued_run_and_a_running_one(fleet: Fleet) -> None:
         row = await store.runs.get_run(queued)
         assert row.status == "cancelled" and row.error == "cancelled by alice before it started"
         assert [j.status for j in await store.queue.jobs() if j.args == {"run_id": queued}] == ["cancelled"]
+        shown = await cli(fleet, "queue", "--status", "cancelled")
+        assert shown.exit_code == 0, shown.output
+        listing = json.loads(shown.stdout)
+        assert listing["counts"] == [{"queue": "builds", "status": "cancelled", "count": 1}]
+        assert [j["args"] for j in listing["jobs"]] == [{"run_id": queued}] and listing["workers"] == 0
         await fleet.start()
         running = await submit_run(store, plan(["q/wait"], {"q/wait": {"seconds": 60, "tag": "long"}}), {}, me)
 
@@ -287,7 +293,7 @@ async def test_sigterm_lets_running_runs_finish_then_cancels_what_is_left(fleet:
 
 
 async def test_a_rate_limit_holds_exactly_across_two_workers(fleet: Fleet) -> None:
-    fleet.engine_config = {"tool_rate_per_minute": {"q/noop": 5}}
+    fleet.engine_config["tool_rate_per_minute"] = {"q/noop": 5}
     async with store_of(fleet) as (store, me):
         ids = [await submit_run(store, plan(["q/noop"]), {}, me) for _ in range(12)]
         await fleet.start()

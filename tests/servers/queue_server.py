@@ -67,5 +67,18 @@ async def write(tag: str, seconds: float = 0.0) -> str:
     return f"wrote {tag}"
 
 
+def _io_step(name: str) -> None:
+    async def step(seconds: float = 0.05) -> str:
+        """Wait `seconds` (a call that waits on I/O), for multi-step runs."""
+        await anyio.sleep(seconds)
+        return name
+
+    server.add_tool(step, name=name, description="Wait, then answer (I/O-bound work).", annotations=READ_ONLY)
+
+
+for _name in ("io-1", "io-2", "io-3", "io-4"):
+    _io_step(_name)
+
+
 if __name__ == "__main__":
     server.run("stdio")
