@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import data
 from .agents import load_path
 from .store import Store
 
-#: The repo's seed folder: found next to the package in a source checkout, else ./seeds.
-SEEDS_DIR = Path(__file__).resolve().parents[2] / "seeds"
+#: The seed folder shipped in the package.
+SEEDS_DIR = data.seeds_dir()
 
 
 def default_seed_files() -> list[Path]:
-    """Every `*.json` directly under `./seeds`, or the checkout's `seeds/` folder."""
-    for folder in (Path("seeds"), SEEDS_DIR):
-        files = sorted(folder.glob("*.json"))
-        if files:
-            return files
-    return []
+    """Every `*.json` directly under `./seeds`, else the seed definitions shipped in the package."""
+    return sorted(Path("seeds").glob("*.json")) or data.seed_files()
 
 
 async def seed_files(store: Store, paths: list[Path]) -> list[tuple[str, str]]:

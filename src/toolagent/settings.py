@@ -9,6 +9,7 @@
 | `TOOLAGENT_LOG_LEVEL` | `log_level` | `warning` |
 | `TOOLAGENT_LOG_FORMAT` | `log_format` | `text` |
 | `TOOLAGENT_METRICS_AUTH` | `metrics_auth` | `none` |
+| `TOOLAGENT_MAX_BODY_BYTES` | `max_body_bytes` | 1048576 (1 MiB) |
 | `TOOLAGENT_FLOW_MAX_ITEMS` | `flow_max_items` | 1000 |
 | `TOOLAGENT_FLOW_MAX_CHARS` | `flow_max_chars` | 200000 |
 | `TOOLAGENT_EXECUTION` | `execution` | `inprocess` |
@@ -107,6 +108,8 @@ class Settings(EnvSettings):
     """`text` or `json` (JSON lines)."""
     metrics_auth: str | None = None
     """Who may read the API's `/metrics`: `none`, `key` or `admin`."""
+    max_body_bytes: str | None = None
+    """Largest request body the API accepts, in bytes (checked where it is used)."""
     flow_max_items: int | None = Field(None, ge=1)
     """Longest list a step's result passes on to later steps."""
     flow_max_chars: int | None = Field(None, ge=1)

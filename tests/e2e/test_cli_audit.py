@@ -109,5 +109,5 @@ def test_list_newest_rows(db: str) -> None:
     assert [r["seq"] for r in json.loads(stdout)] == [3, 4]
     code, stdout, _ = invoke("--db", db, "audit", "list")
     assert code == 0
-    seqs = [line.split()[1] for line in stdout.splitlines() if line.startswith("│") and line.split()[1].isdigit()]
+    seqs = [line.split()[0] for line in stdout.splitlines() if line.split() and line.split()[0].isdigit()]
     assert seqs == ["1", "2", "3", "4"]

@@ -52,6 +52,7 @@ def toolagent(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
     return subprocess.run([str(TOOLAGENT), *args], env=env, capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.usefixtures("node_bin")
 def test_readme_example_chains_playwright_filesystem_and_git(tmp_path: Path, site: str) -> None:
     if not Path("/usr/bin/chromium").exists():
         pytest.skip("Debian's chromium is not installed (scripts/bootstrap --with-node installs it as root)")

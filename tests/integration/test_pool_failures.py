@@ -72,6 +72,7 @@ async def test_python_http_server_restarted_while_idle_is_reinitialized() -> Non
     assert pool.connects == 2
 
 
+@pytest.mark.usefixtures("node_bin")
 async def test_typescript_http_server_restarted_while_idle_is_reinitialized() -> None:
     port = free_port()
     cmd, env = _everything_http(port)
@@ -87,6 +88,7 @@ async def test_typescript_http_server_restarted_while_idle_is_reinitialized() ->
     assert pool.connects == 2
 
 
+@pytest.mark.usefixtures("node_bin")
 async def test_403_names_url_status_and_body() -> None:
     # Playwright MCP accepts only the Host it listens as (localhost:PORT); 127.0.0.1 gets 403.
     port = free_port()
@@ -140,6 +142,7 @@ async def test_node_server_missing_module_keeps_the_reason(tmp_path: Path) -> No
     assert "MODULE_NOT_FOUND" in message
 
 
+@pytest.mark.usefixtures("node_bin")
 async def test_refused_call_after_restart_on_an_unrelated_status_is_reported(tmp_path: Path) -> None:
     # Restarted as a different server (Playwright, which answers 403 to this Host): the call is
     # re-initialized once, then the 403 is reported with its URL.

@@ -27,11 +27,13 @@ from toolagent.agents.loaders import LoadedAgent
 from toolagent.engine.registry import Registry
 from toolagent.mcp.config import ServersConfig
 from toolagent.mcp.pool import ServerPool
-from toolagent.runs import BuildRunner, RunOutcome, plan_build
+from toolagent.runs import RunOutcome, plan_build
 from toolagent.runs.deliverable import attachments
 from toolagent.store import open_store
+from toolagent.testing import test_runtime
+from toolagent.tools.base import CallContext
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180), pytest.mark.usefixtures("node_bin")]
 
 PEERS_BIN = REPO_ROOT / ".venv-peers" / "bin"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -78,11 +80,12 @@ async def run_builds(
 ) -> list[tuple[RunOutcome, list[Any], Any]]:
     """Each (configuration, payload) run through one pool; returns outcomes, steps and deliverables."""
     found = []
-    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, ServerPool(config) as pool:
+    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, \
+            test_runtime(store, ServerPool(config)) as (runtime, me):
         for configuration, payload in runs:
             with anyio.fail_after(120):
-                outcome = await BuildRunner(pool, store, default_timeout_s=60).run(
-                    plan_build(agent(configuration), None), payload, user="tester")
+                outcome = await runtime.runner(CallContext(me), default_timeout_s=60).run(
+                    plan_build(agent(configuration), None), payload)
             steps = await store.runs.get_steps(outcome.run_id)
             found.append((outcome, steps, await store.runs.get_deliverable(outcome.deliverable["id"])))
     return found

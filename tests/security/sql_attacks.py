@@ -102,3 +102,28 @@ ALLOWED: list[str] = [
     "select 1 << 4",
     "select email from users where email like 'a%' limit 1",
 ]
+
+#: Catalog reads the Supabase server refuses by default, even with `SUPABASE_ALLOWED_TABLES=*`.
+CATALOG_READS: list[str] = [
+    "select usename, passwd from pg_shadow",
+    "select rolname, rolpassword from pg_catalog.pg_authid",
+    "select * from pg_roles",
+    "select * from information_schema.tables",
+    "select * from pg_stat_activity",
+    "select name, sql from sqlite_master",
+    "select name from sqlite_schema",
+]
+
+#: Statements that build huge values or endless rows without a table (or from small ones);
+#: each must end at the statement timeout or the byte cap and leave the server answering.
+RESOURCE_STATEMENTS: list[str] = [
+    "select repeat('x', 1000000000) as v",
+    "select lpad('x', 1000000000, 'y') as v",
+    "select array_fill(1, array[100000000]) as v",
+    "select g from generate_series(1, 1000000000000) g",
+    "with recursive r(n) as (select 1 union all select n + 1 from r) select count(*) from r",
+    "with recursive r(n) as (select 1 union all select n + 1 from r) select n from r",
+    "select string_agg(a.email || b.email, ',') from users a, users b",
+    "select string_agg(a.email || b.email || c.email, ',') from users a, users b, users c",
+    "select * from agent_conversations a, agent_conversations b",
+]

@@ -27,6 +27,7 @@ from . import errors
 from .auth import current_caller
 from .body_limit import BodyLimit, max_body_bytes_from_env
 from .edge import EdgeCheck
+from .docs import install_docs
 from .services import Services, open_services
 
 #: What the API says about itself in /openapi.json.
@@ -85,7 +86,9 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
             app.state.services = svc
             yield
 
-    app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
+    install_docs(app)
     routes: list[BaseRoute] = []
     errors.install(app)
     # Outermost last: the size cap applies before the edge checks read the body.

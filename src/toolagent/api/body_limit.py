@@ -11,12 +11,12 @@ The cap is `TOOLAGENT_MAX_BODY_BYTES` (default 1 MiB), or `create_app(max_body_b
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import ConfigError
+from ..settings import Settings
 
 #: Largest request body accepted, in bytes, unless configured otherwise.
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
@@ -30,7 +30,7 @@ def max_body_bytes_from_env() -> int:
     Raises:
         ConfigError: a value that is not a positive integer.
     """
-    raw = os.environ.get(MAX_BODY_ENV, "").strip()
+    raw = (Settings.from_env().max_body_bytes or "").strip()
     if not raw:
         return DEFAULT_MAX_BODY_BYTES
     try:

@@ -179,12 +179,11 @@ def _gate_build(svc: Services, caller: Caller, tools: list[str]) -> None:
     Raises:
         PermissionDenied: no tool of the run is allowed for the caller (the first reason given).
     """
-    registry = getattr(svc.engine, "registry", None)
-    if registry is None or not tools:
+    if not tools:
         return
     reasons = []
     for name in tools:
-        entry = registry.get(name)
+        entry = svc.runtime.catalogue.get(name)
         if entry is None:
             return
         key = caller.api_key

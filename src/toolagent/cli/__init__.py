@@ -1,15 +1,12 @@
-"""The `toolagent` command line: a thin caller of the library."""
+"""The `toolagent` command line: a thin caller of the library.
+
+Each command's module is imported when that command runs (see `COMMANDS` in `_app`), so a
+command that needs neither the MCP SDK nor the store starts without loading them.
+"""
 
 from __future__ import annotations
 
-from . import agents, runs, serve, tools  # noqa: F401  (registers commands)
-from . import engine  # noqa: F401
-from . import audit  # noqa: F401
-from . import worker  # noqa: F401
-from ..sql.cli import sql_app
 from ._app import app
-
-app.add_typer(sql_app, name="sql", help="Check SQL with the guard the runner and the Supabase server use.")
 
 
 def main() -> None:

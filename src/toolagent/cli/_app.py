@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import difflib
+import importlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -9,29 +12,170 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import anyio
 import typer
+import typer.main
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from ..errors import ToolAgentError
-from ..settings import environ as settings_environ
 
 T = TypeVar("T")
 
 #: Exit codes scripts can trust.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: `serve` could not listen on its address (in use, or not permitted).
+EXIT_NO_LISTEN = 3
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+#: Every top-level command: the module that defines it and its one-line help. Only the module of
+#: the command being run is imported, so `toolagent --help`, `sql check` or `agents validate` never
+#: load the MCP SDK or SQLAlchemy. tests/unit/test_cli_app.py checks this table against the modules.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "seed": ("agents", "Upsert seed agent records by (organization, slug); running it twice changes nothing."),
+    "build": ("runs", "Run an agent's BUILD: call its tools over MCP and store a deliverable."),
+    "demo": ("runs", "Seed demo/supabase-agent and run its BUILD on the embedded demo database (no network needed)."),
+    "serve": ("serve", "Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers."),
+    "history": ("engine", "Your tool executions, newest first, with statistics over everything the filters match."),
+    "metrics": ("engine", "Tool metrics from the store: per tool, per user, per category, most used, denials, running."),
+    "agents": ("agents", "Validate, list, show, store and export agent definitions."),
+    "tools": ("tools", "List, inspect and call the tools of the configured MCP servers."),
+    "runs": ("runs", "Inspect and cancel BUILD runs."),
+    "deliverables": ("runs", "Inspect deliverables."),
+    "users": ("engine", "Users: permission level and plan."),
+    "keys": ("engine", "API keys: create (shown once), list, revoke."),
+    "executions": ("engine", "Tool executions: running ones, one in full, cancel, prune."),
+    "audit": ("audit", "Verify, export and list the audit log."),
+    "sql": ("sql", "Check SQL with the guard the runner and the Supabase server use."),
+    "worker": ("worker", "Run submitted BUILD runs until SIGTERM (needs a PostgreSQL store and the `workers` extra)."),
+    "queue": ("worker", "Jobs per queue and status, the live workers, and the newest jobs (PostgreSQL)."),
+}
+
+GLOBAL_PANEL = "Global options (also accepted after the command)"
+
+
+def _show_no_type_for_flags() -> None:
+    # Typer labels every option with its Python type; for an on/off flag `<bool>` reads as if it
+    # took a value, so flags show none.
+    original = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        if self.is_flag and self.metavar is None:
+            return None
+        return original(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_show_no_type_for_flags()
+
+
+def _set_global(ctx: Any, param: Any, value: Any) -> Any:
+    """Callback of a global option given after a command: it wins over the one given before."""
+    if value is None or value is False:
+        return value
+    name = param.name.removeprefix("global_")
+    setattr(state, "json" if name == "as_json" else name, value)
+    if param.name == "global_debug":
+        _configure_logging()
+    return value
+
+
+def add_global_options(command: Any, globals_: list[Any]) -> None:
+    """Give `command` (and, for a group, every command under it) the root's options, so
+    `toolagent build X --json --user bob` works like `toolagent --json --user bob build X`.
+    A command's own option of the same name (`keys create --user`) keeps its meaning."""
+    taken = {name for p in command.params for name in (*p.opts, *p.secondary_opts)}
+    for option in globals_:
+        if taken.isdisjoint(option.opts):
+            extra = copy.copy(option)
+            extra.name = f"global_{option.name}"
+            extra.expose_value, extra.callback, extra.envvar = False, _set_global, None
+            extra.rich_help_panel = GLOBAL_PANEL
+            command.params.append(extra)
+    for sub in getattr(command, "commands", {}).values():
+        add_global_options(sub, globals_)
+
+
+class RootGroup(TyperGroup):
+    """The `toolagent` command: loads a command's module on first use and lets every command take
+    the global options too."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        for option in self.params:
+            if isinstance(option, TyperOption) and option.name != "help":
+                option.rich_help_panel = GLOBAL_PANEL
+        for command in self.commands.values():
+            add_global_options(command, self._globals())
+        self._listing = False
+
+    def _globals(self) -> list[Any]:
+        return [p for p in self.params if isinstance(p, TyperOption)]
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = self.commands.get(cmd_name)
+        if command is not None or cmd_name not in COMMANDS:
+            return command
+        module, short_help = COMMANDS[cmd_name]
+        if self._listing:
+            # The root's help lists commands by their one line; importing every module for it
+            # would cost the second of start-up this table exists to avoid.
+            return TyperCommand(name=cmd_name, help=short_help)
+        importlib.import_module(f"{__package__}.{module}")
+        self._convert_registered()
+        return self.commands.get(cmd_name)
+
+    def _convert_registered(self) -> None:
+        """Turn commands that modules registered on `app` since start-up into click commands."""
+        for info in app.registered_commands:
+            name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
+            if name not in self.commands:
+                command = typer.main.get_command_from_info(
+                    info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode)
+                add_global_options(command, self._globals())
+                self.commands[name] = command
+        for group_info in app.registered_groups:
+            if group_info.name and group_info.name not in self.commands:
+                group = typer.main.get_group_from_info(
+                    group_info, pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=app.rich_markup_mode, suggest_commands=app.suggest_commands)
+                add_global_options(group, self._globals())
+                self.commands[group_info.name] = group
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS and name not in self.commands:
+            # Match a typo against every command, not only the ones loaded so far.
+            matches = difflib.get_close_matches(name, list(COMMANDS))
+            hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
 app = typer.Typer(
     name="toolagent",
+    cls=RootGroup,
     help=(
         "Run tool agents: namespaced MCP tool chains with validation, permissions and deliverables.\n\n"
         "Quick start: `toolagent demo` seeds the demo Supabase agent and runs its BUILD on the embedded "
-        "demo database. Exit codes: 0 ok, 1 failed, 2 usage or configuration error."
+        "demo database. The global options may come before or after the command. Exit codes: 0 ok, "
+        "1 failed, 2 usage or configuration error, 3 `serve`'s address is in use."
     ),
     no_args_is_help=True,
+    # Markdown joins a docstring's lines into sentences that wrap at the terminal's width.
+    rich_markup_mode="markdown",
     pretty_exceptions_enable=False,
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -55,20 +199,27 @@ state = Globals()
 @app.callback()
 def _global_options(
     db: str | None = typer.Option(
-        None, "--db", envvar="TOOLAGENT_DATABASE_URL", show_envvar=True,
-        help="Store URL: sqlite+aiosqlite:///PATH or postgresql://USER@HOST/DB. Default: ./.toolagent/toolagent.db",
+        None, "--db", envvar="TOOLAGENT_DATABASE_URL", show_envvar=True, metavar="URL|FILE",
+        help="The store: a file path (./x.db), sqlite+aiosqlite:///PATH or postgresql://USER@HOST/DB. In a "
+        "sqlite URL, three slashes and a relative path (sqlite:///x.db) is relative to the working directory; "
+        "four slashes (sqlite:////var/x.db) is absolute. Default: ./.toolagent/toolagent.db.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables."),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors, and debug logs."),
     servers: str | None = typer.Option(
-        None, "--servers", envvar="TOOLAGENT_MCP_CONFIG", show_envvar=True,
-        help="MCP server config (mcpServers JSON). Default: ./mcp.json",
+        None, "--servers", envvar="TOOLAGENT_MCP_CONFIG", show_envvar=True, metavar="FILE",
+        help="The MCP server config (an mcpServers JSON file). Default: ./mcp.json.",
     ),
     user: str | None = typer.Option(
-        None, "--user", envvar="TOOLAGENT_USER", show_envvar=True, help="Act as this user (default: the local user).",
+        None, "--user", envvar="TOOLAGENT_USER", show_envvar=True, metavar="NAME",
+        help="Act as this user. Default: the local user.",
     ),
 ) -> None:
     state.db, state.json, state.debug, state.servers, state.user = db, as_json, debug, servers, user
+    _configure_logging()
+
+
+def _configure_logging() -> None:
     from ..engine.logs import configure_logging
     from ..settings import Settings
 
@@ -76,13 +227,16 @@ def _global_options(
     # commands report denials and failures themselves, so the engine's lifecycle lines would say
     # it twice: they come when asked for with a level (or --debug), with their execution's context.
     try:
-        configure_logging(level="DEBUG" if debug else None, lifecycle=debug or bool(Settings.from_env().log_level))
+        configure_logging(level="DEBUG" if state.debug else None,
+                          lifecycle=state.debug or bool(Settings.from_env().log_level))
     except ToolAgentError as exc:
         fail(exc.message, exc.exit_code)
 
 
 def run(fn: Callable[[], Awaitable[T]]) -> T:
     """Run an async command body, mapping toolagent errors to one line and an exit code."""
+    import anyio
+
     try:
         return anyio.run(fn)
     except ToolAgentError as exc:
@@ -128,4 +282,6 @@ def read_json_arg(value: str | None, what: str) -> Any:
 
 def is_tty() -> bool:
     """Live progress only on a terminal."""
+    from ..settings import environ as settings_environ
+
     return out.is_terminal and not state.json and settings_environ().get("TERM") != "dumb"

@@ -8,13 +8,11 @@ from typing import Any
 
 import typer
 import yaml
-from rich.table import Table
+from rich.markup import escape
 
 from ..agents import DEFAULT_ORG, LoadedAgent, definition_json_schema, load_path, load_record
-from ..runs import load_agent
 from ..errors import DefinitionInvalid
-from ..seeding import default_seed_files, seed_files
-from ..store import open_store
+from ._tables import Column, fitted_table
 from ._app import EXIT_FAILED, EXIT_USAGE, app, emit_json, err, fail, out, run, state
 
 agents_app = typer.Typer(help="Validate, list, show, store and export agent definitions.", no_args_is_help=True)
@@ -23,6 +21,10 @@ app.add_typer(agents_app, name="agents")
 
 async def resolve_agent(ref: str) -> LoadedAgent:
     """Load an agent from a file path or `org/slug` in the store."""
+    # The runner and the store load here, not at import: `agents validate` needs neither.
+    from ..runs import load_agent
+    from ..store import open_store
+
     if Path(ref).is_file():
         return await load_agent(ref, None)  # type: ignore[arg-type]
     async with open_store(state.db) as store:
@@ -51,6 +53,8 @@ def normalized(agent: LoadedAgent) -> dict[str, Any]:
 def list_agents(org: str | None = typer.Option(None, "--org", help="Only this organization.")) -> None:
     """List agents in the store (seed the demo with `toolagent seed`)."""
 
+    from ..store import open_store
+
     async def body() -> None:
         async with open_store(state.db) as store:
             records = await store.agents.list_agents(org)
@@ -67,11 +71,12 @@ def list_agents(org: str | None = typer.Option(None, "--org", help="Only this or
         if not rows:
             err.print("no agents stored yet: run `toolagent seed` to add the demo agent")
             return
-        table = Table("agent", "name", "version", "status", "mode", "tools")
-        for r in rows:
-            tools = "\n".join(r["tools"]) if r.get("valid") else f"[red]invalid: {r['error']}[/]"
-            table.add_row(r["ref"], r["display_name"], r["version"] or "", r["status"], r.get("mode", ""), tools)
-        out.print(table)
+        columns = (Column("agent", keep=True), Column("name", drop=1), Column("version", drop=3), Column("status"),
+                   Column("mode", drop=2), Column("tools", keep=True))
+        cells = [(escape(r["ref"]), escape(r["display_name"]), escape(r["version"] or ""), escape(r["status"]),
+                  r.get("mode", ""), "\n".join(escape(t) for t in r["tools"]) if r.get("valid")
+                  else f"[red]invalid:[/] {escape(r['error'])}") for r in rows]
+        out.print(fitted_table(columns, cells, out.width))
 
     run(body)
 
@@ -127,6 +132,7 @@ def upsert(
     org: str = typer.Option(DEFAULT_ORG, "--org", help="Organization for a bare YAML definition."),
 ) -> None:
     """Insert or update agents from a file, by (organization, slug)."""
+    from ..store import open_store
 
     async def body() -> None:
         loaded = load_path(path, org=org)
@@ -170,6 +176,8 @@ def seed(
     files: list[Path] = typer.Argument(None, help="Seed files (default: every seeds/*.json)."),
 ) -> None:
     """Upsert seed agent records by (organization, slug); running it twice changes nothing."""
+    from ..seeding import default_seed_files, seed_files
+    from ..store import open_store
 
     async def body() -> None:
         paths = files or default_seed_files()

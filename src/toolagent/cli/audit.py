@@ -9,11 +9,11 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from ..engine.audit import AuditLog, AuditVerification, check_records
 from ..errors import UsageError
 from ..store import open_store
+from ._tables import Column, fitted_table
 from ._app import EXIT_FAILED, EXIT_OK, app, emit_json, err, out, run, state
 
 audit_app = typer.Typer(help="Verify, export and list the audit log.", no_args_is_help=True)
@@ -108,15 +108,12 @@ def list_rows(
         if state.json:
             emit_json([r.to_json() for r in rows])
             return
-        table = Table("seq", "recorded", "event", "principal", "tool", "decision", "outcome", "ms")
-        table.add_column("reason", no_wrap=True, overflow="ellipsis")
-        for r in rows:
-            cells = (
-                str(r.seq), r.recorded_at.isoformat(timespec="seconds"), r.event, r.principal or "", r.tool or "",
-                r.decision or "", r.outcome or "", f"{r.duration_ms:.0f}" if r.duration_ms is not None else "",
-                (r.reason or "")[:80],
-            )
-            table.add_row(*(escape(c) for c in cells))
-        out.print(table)
+        columns = (Column("seq", justify="right"), Column("recorded", drop=2), Column("event"),
+                   Column("principal", drop=3), Column("tool", keep=True), Column("decision", drop=4), Column("outcome"),
+                   Column("ms", justify="right", drop=5), Column("reason", drop=1))
+        cells = [(str(r.seq), r.recorded_at.strftime("%Y-%m-%d %H:%M:%S"), r.event, r.principal or "", r.tool or "",
+                  r.decision or "", r.outcome or "", f"{r.duration_ms:.0f}" if r.duration_ms is not None else "",
+                  (r.reason or "")[:80]) for r in rows]
+        out.print(fitted_table(columns, cells, out.width, markup=False))
 
     run(body)

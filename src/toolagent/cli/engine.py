@@ -21,6 +21,7 @@ from ..errors import UsageError
 from ..runtime import Runtime
 from ..store import open_store
 from ..status import ExecutionStatus
+from ._tables import Column, fitted_table
 from ._app import app, emit_json, err, out, run, state
 
 users_app = typer.Typer(help="Users: permission level and plan.", no_args_is_help=True)
@@ -41,7 +42,8 @@ async def _engine() -> AsyncIterator[Runtime]:
 
 
 def _when(value: datetime | None) -> str:
-    return value.isoformat(timespec="seconds") if value is not None else ""
+    # A space, not ISO's `T`, so a narrow table wraps the time under the date. Times are UTC.
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
 
 
 def _ms(value: float | None) -> str:
@@ -168,7 +170,7 @@ def users_set_plan(
 def keys_create(
     user: str = typer.Option(..., "--user", "-u", help="The user the key acts for."),
     scope: list[str] = typer.Option(
-        [], "--scope", "-s", help="Scope, repeatable: '*' (default), 'agent:execute:*' or 'agent:execute:CATEGORY'.",
+        [], "--scope", "-s", help="Scope, repeatable: `*` (default), `agent:execute:*` or `agent:execute:CATEGORY`.",
     ),
     label: str | None = typer.Option(None, "--label", help="A name to recognize the key by."),
 ) -> None:
@@ -196,11 +198,11 @@ def keys_list(user: str | None = typer.Option(None, "--user", "-u", help="Only t
         if state.json:
             emit_json([k.to_json() for k in keys])
             return
-        table = Table("id", "user", "prefix", "scopes", "created", "revoked", "label")
-        for k in keys:
-            table.add_row(k.id, k.user, k.prefix + "…", " ".join(k.scopes), _when(k.created_at), _when(k.revoked_at),
-                          k.label or "")
-        out.print(table)
+        columns = (Column("id", keep=True), Column("user", keep=True), Column("prefix", keep=True, drop=2),
+                   Column("scopes"), Column("created", drop=3), Column("revoked"), Column("label", drop=1))
+        cells = [(k.id, k.user, k.prefix + "…", " ".join(k.scopes), _when(k.created_at), _when(k.revoked_at), k.label or "")
+                 for k in keys]
+        out.print(fitted_table(columns, cells, out.width, markup=False))
 
     run(body)
 
@@ -344,11 +346,12 @@ def history(
         if state.json:
             emit_json(page.to_json())
             return
-        table = Table("execution", "tool", "user", "status", "started", "ms", "reason / error")
-        for e in page.executions:
-            table.add_row(e.id, e.tool, e.user, e.status, _when(e.started_at), _ms(e.duration_ms),
-                          escape((e.reason or e.error or "")[:80]))
-        out.print(table)
+        columns = (Column("execution", keep=True), Column("tool", keep=True), Column("user", drop=2),
+                   Column("status"), Column("started", drop=3), Column("ms", justify="right", drop=1),
+                   Column("reason / error", drop=4))
+        cells = [(e.id, e.tool, e.user, e.status, _when(e.started_at), _ms(e.duration_ms), (e.reason or e.error or "")[:80])
+                 for e in page.executions]
+        out.print(fitted_table(columns, cells, out.width, markup=False))
         s = page.stats
         err.print(f"{len(page.executions)} of {page.total_count} (offset {page.offset}); success {s.success}, "
                   f"failed {s.failed} (denied {s.denied}), cancelled {s.cancelled}, running {s.running}; "
@@ -376,21 +379,25 @@ def metrics(
         if state.json:
             emit_json(snap.to_json())
             return
-        table = Table("tool", "category", "calls", "ok", "failed", "cancelled", "avg ms", "p50 ms", "p95 ms", "last")
-        for t in snap.tools:
-            table.add_row(t.tool, t.category, str(t.invocations), str(t.successes), str(t.failures), str(t.cancelled),
-                          _ms(t.average_ms), _ms(t.p50_ms), _ms(t.p95_ms), _when(t.last_invoked))
-        out.print(table)
+        number = {"justify": "right"}
+        columns = (Column("tool", keep=True), Column("category", drop=2), Column("calls", **number),
+                   Column("ok", **number), Column("failed", **number), Column("cancelled", drop=3, **number),
+                   Column("avg ms", **number), Column("p50 ms", drop=4, **number), Column("p95 ms", drop=5, **number),
+                   Column("last", drop=1))
+        cells = [(t.tool, t.category, str(t.invocations), str(t.successes), str(t.failures), str(t.cancelled),
+                  _ms(t.average_ms), _ms(t.p50_ms), _ms(t.p95_ms), _when(t.last_invoked)) for t in snap.tools]
+        out.print(fitted_table(columns, cells, out.width, markup=False))
         if snap.users:
-            users = Table("user", "total", "ok", "failed", "cancelled", "denied", "avg ms")
-            for u in snap.users:
-                users.add_row(u.user, str(u.total), str(u.success), str(u.failed), str(u.cancelled), str(u.denied),
-                              _ms(u.average_ms))
-            out.print(users)
+            user_columns = (Column("user", keep=True), Column("total", **number), Column("ok", **number),
+                            Column("failed", **number), Column("cancelled", **number), Column("denied", **number),
+                            Column("avg ms", **number))
+            user_cells = [(u.user, str(u.total), str(u.success), str(u.failed), str(u.cancelled), str(u.denied),
+                           _ms(u.average_ms)) for u in snap.users]
+            out.print(fitted_table(user_columns, user_cells, out.width, markup=False))
         if snap.denials:
-            out.print("denials: " + ", ".join(f"{d.tool} {d.reason} x{d.count}" for d in snap.denials), markup=False)
+            out.print("denials: " + ", ".join(f"{d.tool} {d.reason} x{d.count}" for d in snap.denials), markup=False, soft_wrap=False)
         if snap.most_used:
-            out.print("most used: " + ", ".join(f"{n} ({c})" for n, c in snap.most_used), markup=False)
+            out.print("most used: " + ", ".join(f"{n} ({c})" for n, c in snap.most_used), markup=False, soft_wrap=False)
         out.print(f"running now: {snap.active}", markup=False)
 
     run(body)

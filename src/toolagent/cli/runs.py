@@ -8,19 +8,20 @@ Every BUILD step goes through the runtime's tool stack as the CLI's principal (`
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
 import typer
-from rich.table import Table
 
+from ..data import demo_payload_file
 from ..engine import EngineConfig
 from ..errors import NotFound, UsageError
 from ..mcp.config import ServersConfig
 from ..runs import RunEvent, load_agent, plan_build
 from ..seeding import default_seed_files, seed_files
 from ..store import open_store
+from ._hints import check_payload
+from ._tables import Column, fitted_table
 from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, run, state
 from ..runtime import Runtime
 from ..tools.base import CallContext
@@ -66,6 +67,7 @@ async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, 
                 err.print(f"[dim]seed: {outcome} {ref}[/]", markup=True)
         agent = await load_agent(agent_ref, store)
         plan = plan_build(agent, overrides, deliverable_format=fmt)
+        check_payload(plan.agent_ref, plan.steps, payload)
         if submit_wanted(submit):
             # To the workers instead (PostgreSQL): see `cli/worker.py`.
             code = await submit_build(store, plan, payload, explicit=submit, wait=wait,
@@ -96,7 +98,7 @@ def build(
     payload: str | None = typer.Option(None, "--payload", "-p", help="Payload JSON, or @file.json."),
     override: str | None = typer.Option(
         None, "--override", "-o",
-        help="Overrides JSON or @file.json: tools, toolParams, toolExecutionMode, stopOnError (PRD section 11).",
+        help="Overrides JSON or @file.json: tools, toolParams, toolExecutionMode, stopOnError.",
     ),
     fmt: str | None = typer.Option(None, "--format", "-f", help="Deliverable format: json, markdown or text."),
     submit: bool = typer.Option(False, "--submit", help="Queue the run for `toolagent worker` (PostgreSQL) instead "
@@ -134,7 +136,7 @@ def demo(
 
     Example: toolagent demo --question "how many conversations per status" --format text
     """
-    example = Path(__file__).resolve().parents[3] / "seeds" / "payloads" / "demo_build.json"
+    example = demo_payload_file()
     overrides = json.loads(example.read_text()) if example.is_file() else {}
     overrides.setdefault("toolParams", {}).setdefault("supabase/generate-sql", {})["query"] = question
     code = run(lambda: _build("demo/supabase-agent", {}, overrides, fmt, seed_first=True))
@@ -159,11 +161,12 @@ def runs_list(
         if state.json:
             emit_json([r.to_json() for r in rows])
             return
-        table = Table("run", "agent", "status", "mode", "started", "ms", "deliverable")
-        for r in rows:
-            table.add_row(r.id, f"{r.organization_slug}/{r.agent_slug}", r.status, r.execution_mode,
-                          r.started_at.isoformat(timespec="seconds"), f"{r.duration_ms or 0:.0f}", r.deliverable_id or "")
-        out.print(table)
+        columns = (Column("run", keep=True), Column("agent", keep=True), Column("status"), Column("mode", drop=2),
+                   Column("started"), Column("ms", justify="right", drop=3), Column("deliverable", keep=True, drop=1))
+        cells = [(r.id, f"{r.organization_slug}/{r.agent_slug}", r.status, r.execution_mode,
+                  r.started_at.strftime("%Y-%m-%d %H:%M:%S"), f"{r.duration_ms or 0:.0f}", r.deliverable_id or "")
+                 for r in rows]
+        out.print(fitted_table(columns, cells, out.width, markup=False))
 
     run(body)
 

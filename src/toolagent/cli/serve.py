@@ -6,7 +6,27 @@ import typer
 
 from ..engine.logs import configure_logging
 from ..mcp.config import ServersConfig
-from ._app import EXIT_USAGE, app, err, fail, run, state
+from ._app import EXIT_NO_LISTEN, EXIT_USAGE, app, err, fail, run, state
+
+
+def ensure_can_listen(host: str, port: int) -> None:
+    """Exit with EXIT_NO_LISTEN (3) when `host:port` cannot be bound (in use, not permitted), before
+    any banner or server start-up, so a script can tell it from a configuration error (2)."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        fail(f"--host {host}: {exc.strerror}", EXIT_USAGE)
+    with socket.socket(family, kind, proto) as sock:
+        # The same option uvicorn sets, so a port in TIME_WAIT after a restart is not refused here.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror}; stop whatever uses it or pass another --port",
+                 EXIT_NO_LISTEN)
 
 
 @app.command("serve")
@@ -18,6 +38,7 @@ def serve(
                                 "instead of running them in this process (also: TOOLAGENT_EXECUTION=queue)."),
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers."""
+    ensure_can_listen(host, port)
     import uvicorn
 
     from ..api.app import create_app
@@ -26,18 +47,18 @@ def serve(
     # whatever the CLI's quieter default.
     configure_logging(level="DEBUG" if state.debug else None, lifecycle=True)
 
+    if submit:
+        from ..store.db import default_url, normalize_url
+
+        if normalize_url(state.db or default_url()).startswith("sqlite"):
+            fail("--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL (or --db) "
+                 "to postgresql://USER@HOST/DB; with SQLite, drop --submit to run builds here", EXIT_USAGE)
+
     async def body() -> None:
         config = ServersConfig.load(state.servers)
         err.print(f"toolagent API on http://{host}:{port} (servers: {', '.join(config.enabled) or 'none'})")
         api = create_app(db=state.db, servers=config)
-        if submit:
-            from ..store.db import default_url, normalize_url
-
-            if normalize_url(state.db or default_url()).startswith("sqlite"):
-                raise fail("--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL "
-                           "(or --db) to postgresql://USER@HOST/DB; with SQLite, drop --submit to run builds here",
-                           EXIT_USAGE)
-            api.state.submit_runs = True  # read by the BUILD route (see `toolagent.workers`)
+        api.state.submit_runs = submit  # read by the BUILD route (see `toolagent.workers`)
         server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level=log_level))
         await server.serve()
 

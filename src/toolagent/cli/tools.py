@@ -22,7 +22,7 @@ from rich.table import Table
 
 from ..engine import Execution, ExecutionDenied, Principal, ToolEntry
 from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
-from ..engine.permissions import CATEGORIES, DENIAL_DISABLED, DENIAL_LEVEL, can_run, levels_for, parse_category
+from ..engine.permissions import CATEGORIES, can_run, levels_for, parse_category
 from ..errors import ArgumentsInvalid, BudgetExceeded, RateLimited, UsageError
 from ..mcp.config import ServersConfig
 from ..runs.flow import FlowCap
@@ -234,14 +234,12 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
 
 
 def _denial_message(exc: ExecutionDenied, me: Principal) -> str:
+    from ..engine.hints import denial_fix
+
     lines = [f"denied: {exc.message}"]
-    if exc.denial == DENIAL_LEVEL and levels_for(exc.risk):
-        fix = f"fix: an admin can raise your level with `toolagent users set-level {me.name} {levels_for(exc.risk)[0]}`"
-        if exc.risk != "safe" and exc.level != "view_only":
-            fix += f", or the operator can lower the tool's \"risk\" in mcp.json if {exc.risk} overstates it"
-        lines.append(fix)
-    elif exc.denial == DENIAL_DISABLED:
-        lines.append(f"fix: enable it in the engine config (TOOLAGENT_ENGINE_CONFIG): tools: {{\"{exc.tool}\": {{enabled: true}}}}")
+    fix = denial_fix(exc, me.name)
+    if fix:
+        lines.append(f"fix: {fix}")
     if exc.execution_id:
         lines.append(f"recorded as execution {exc.execution_id} (toolagent executions show {exc.execution_id})")
     return "\n".join(lines)

@@ -18,24 +18,66 @@ rendering live in `audit`, `redaction`, `events`, `logs` and `prometheus`.
 
 from __future__ import annotations
 
-from .config import ENGINE_CONFIG_ENV, EngineConfig, PlanConfig, ToolOverride
-from .executions import Execution, Owner
-from .history import HistoryPage, HistoryQuery, Stats
-from .limits import BudgetUsedUp, LimitStatus
-from .metrics import CategoryMetrics, DenialCount, MetricsSnapshot, ToolMetrics, UserMetrics
-from .permissions import CATEGORIES, LEVELS, PLANS, RISKS, Decision, ExecutionDenied, decide
-from .principals import ApiKey, Principal, Unauthenticated
-from .reads import ToolDetails
-from .registry import Registry, ToolEntry, ToolListing
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import ENGINE_CONFIG_ENV, EngineConfig, PlanConfig, ToolOverride
+    from .core import Engine
+    from .reads import ToolDetails
+    from .executions import Execution, Owner
+    from .history import HistoryPage, HistoryQuery, Stats
+    from .limits import BudgetUsedUp, LimitStatus
+    from .metrics import CategoryMetrics, DenialCount, MetricsSnapshot, ToolMetrics, UserMetrics
+    from .permissions import CATEGORIES, Decision, ExecutionDenied, LEVELS, PLANS, RISKS, decide
+    from .principals import ApiKey, Principal, Unauthenticated
+    from .registry import Registry, ToolEntry, ToolListing
+
+#: Public name -> submodule. Names load on first use, so `toolagent.engine.logs` and the other
+#: light submodules import without the store and SQLAlchemy; `Engine` is a `Runtime`, built
+#: from this package's modules.
+_EXPORTS = {
+    "ENGINE_CONFIG_ENV": "config",
+    "EngineConfig": "config",
+    "PlanConfig": "config",
+    "ToolOverride": "config",
+    "Engine": "core",
+    "ToolDetails": "reads",
+    "Execution": "executions",
+    "Owner": "executions",
+    "HistoryPage": "history",
+    "HistoryQuery": "history",
+    "Stats": "history",
+    "BudgetUsedUp": "limits",
+    "LimitStatus": "limits",
+    "CategoryMetrics": "metrics",
+    "DenialCount": "metrics",
+    "MetricsSnapshot": "metrics",
+    "ToolMetrics": "metrics",
+    "UserMetrics": "metrics",
+    "CATEGORIES": "permissions",
+    "LEVELS": "permissions",
+    "PLANS": "permissions",
+    "RISKS": "permissions",
+    "Decision": "permissions",
+    "ExecutionDenied": "permissions",
+    "decide": "permissions",
+    "ApiKey": "principals",
+    "Principal": "principals",
+    "Unauthenticated": "principals",
+    "Registry": "registry",
+    "ToolEntry": "registry",
+    "ToolListing": "registry",
+}
 
 
-def __getattr__(name: str) -> object:
-    # `Engine` is a `Runtime`, which is built from this package's modules: imported on first use.
-    if name == "Engine":
-        from .core import Engine
-
-        return Engine
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The engine's configuration: plans, rate limits, budgets, timeouts, retention, tool overrides.
 
-Defaults follow the issue; a YAML or JSON file named by `TOOLAGENT_ENGINE_CONFIG` overrides any
+The defaults are below; a YAML or JSON file named by `TOOLAGENT_ENGINE_CONFIG` overrides any
 part of them. Plans given in the file are merged key by key over the defaults, so
 `plans: {free: {monthly_budget: 50}}` changes one figure and keeps the rest.
 

@@ -12,10 +12,9 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from ..store.db import utcnow
 
 EventType = Literal[
     "tool_registered",
@@ -43,7 +42,7 @@ class Event:
 
     type: EventType
     """What happened."""
-    timestamp: datetime = field(default_factory=utcnow)
+    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
     """When, in UTC."""
     execution_id: str | None = None
     """The execution, for `execution_*` and `step_*` events."""

@@ -162,7 +162,7 @@ class PromSnapshot:
     """Executions running now."""
     users: Sequence[PromUserFigures] = ()
     discovery: Mapping[str, int] = field(default_factory=dict)
-    """Tools discoverable per agent id (SRS `tool_discovery_count`)."""
+    """Tools discoverable per agent id (`tool_discovery_count`)."""
     http: Sequence[PromHttpFigures] = ()
     buckets_s: Sequence[float] = DEFAULT_BUCKETS_S
     """Bounds used for raw durations."""

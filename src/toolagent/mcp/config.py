@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import EnvVarMissing, ServerConfigError
+from ..data import servers_file
 from ..settings import Settings
 from ..settings import environ as settings_environ
 
@@ -183,14 +184,14 @@ class ServersConfig(BaseModel):
 
     @classmethod
     def load(cls, path: str | None = None) -> ServersConfig:
-        """Read `path`, else `TOOLAGENT_MCP_CONFIG`, else `./mcp.json`, else the checkout's `mcp.json`.
+        """Read `path`, else `TOOLAGENT_MCP_CONFIG`, else `./mcp.json`, else the one shipped in the package.
 
         Raises:
             ServerConfigError: unreadable or invalid file.
         """
         chosen = path or Settings.from_env().mcp_config
         if chosen is None:
-            candidates = [Path(DEFAULT_CONFIG_FILE), Path(__file__).resolve().parents[3] / DEFAULT_CONFIG_FILE]
+            candidates = [Path(DEFAULT_CONFIG_FILE), servers_file()]
             found = next((c for c in candidates if c.is_file()), None)
             if found is None:
                 raise ServerConfigError(

@@ -28,6 +28,10 @@ async def load_agent(ref: str, store: Store | None) -> LoadedAgent:
         if len(loaded) != 1:
             raise UsageError(f"{ref} holds {len(loaded)} agents; seed it and pass ORG/SLUG")
         return loaded[0]
+    path = Path(ref).expanduser()
+    if path.suffix.lower() in (".yaml", ".yml", ".json") or ref.startswith((".", "/", "~")) or ref.count("/") > 1:
+        # It names a file, not a stored agent: say so rather than suggest seeding.
+        raise UsageError(f"agent file '{ref}' does not exist (looked for {path.resolve()})")
     org, sep, slug = ref.partition("/")
     if not sep or not org or not slug or "/" in slug:
         raise UsageError(f"'{ref}' is neither an agent file nor ORG/SLUG (e.g. demo/supabase-agent)")

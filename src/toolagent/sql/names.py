@@ -16,6 +16,10 @@ DEFAULT_SCHEMA = "public"
 #: Schemas holding the system catalogs.
 CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
 
+#: Name prefixes of catalog relations outside those schemas (PostgreSQL's `pg_*` views are
+#: found through the search path; SQLite's catalog is `sqlite_master` / `pragma_*`).
+CATALOG_PREFIXES = ("pg_", "sqlite_", "pragma_")
+
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
@@ -39,8 +43,9 @@ class TableName:
 
     @property
     def is_catalog(self) -> bool:
-        """True for system catalog relations: `pg_catalog.*`, `information_schema.*`, `pg_*`."""
-        return self.schema in CATALOG_SCHEMAS or self.name.startswith("pg_")
+        """True for system catalog relations: `pg_catalog.*`, `information_schema.*`, `pg_*`,
+        and SQLite's `sqlite_*` tables and `pragma_*` table-valued functions."""
+        return self.schema in CATALOG_SCHEMAS or self.name.startswith(CATALOG_PREFIXES)
 
     def display(self) -> str:
         """The normalized form used in decisions and allowlists: `public.` is left out."""

@@ -30,6 +30,10 @@ class SqlPolicy:
     names lower-cased, `public.` left out); None means no table allowlist. Operations are
     compared upper-case. Identifier rules are PostgreSQL's whatever `dialect` says; the
     dialect only chooses the parser.
+
+    Catalog relations (`pg_*`, `pg_catalog.*`, `information_schema.*`, `sqlite_*`) are refused
+    whenever there is a table allowlist, and also without one when `refuse_catalogs` is set;
+    `allowed_catalog_tables` names the ones an operator enabled anyway.
     """
 
     allowed_tables: frozenset[str] | None = None
@@ -37,6 +41,8 @@ class SqlPolicy:
     dialect: str = "postgres"
     read_only: bool = True
     max_bytes: int = DEFAULT_MAX_BYTES
+    allowed_catalog_tables: frozenset[str] = frozenset()
+    refuse_catalogs: bool = False
 
     def __post_init__(self) -> None:
         # Accept any iterable from callers, but store frozensets so the policy stays hashable.
@@ -44,6 +50,9 @@ class SqlPolicy:
         object.__setattr__(self, "denied_operations", ops)
         if self.allowed_tables is not None:
             object.__setattr__(self, "allowed_tables", frozenset(self.allowed_tables))
+        object.__setattr__(
+            self, "allowed_catalog_tables", frozenset(normalize_table_name(t) for t in self.allowed_catalog_tables if t.strip())
+        )
         if isinstance(self.max_bytes, bool) or not isinstance(self.max_bytes, int) or self.max_bytes <= 0:
             raise ValueError(f"max_bytes must be a positive integer, got {self.max_bytes!r}")
         # Raises ValueError naming the dialect when sqlglot does not know it.
@@ -61,7 +70,7 @@ class SqlPolicy:
         Operations are upper-cased; None keeps `DEFAULT_DENIED_OPERATIONS`. Table names follow
         PostgreSQL identifier rules (`Users` -> `users`, `"Users"` stays `Users`,
         `public.users` -> `users`); None means no allowlist. Other keywords (`dialect`,
-        `read_only`, `max_bytes`) are passed through. Raises ValueError for a malformed name.
+        `read_only`, `max_bytes`, `allowed_catalog_tables`, `refuse_catalogs`) are passed through. Raises ValueError for a malformed name.
         """
         ops = DEFAULT_DENIED_OPERATIONS if denied_operations is None else frozenset(denied_operations)
         tables = None

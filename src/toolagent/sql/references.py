@@ -1,18 +1,22 @@
 """Rules for the places where PostgreSQL calls a function without call syntax.
 
-PostgreSQL reads *attribute notation* as a function call: `(expr).f` is `f(expr)`, and so is
-`a.f` when `a` is not a FROM item of the query (it is then read as a column `a`), and
-`a.b.f` when `a` is a FROM item (the column `b` of `a`, then `f(b)`). sqlglot parses all of
-these as column or field accesses, so the function allowlist never sees the call. The rules
-here keep only the forms whose meaning does not depend on a catalog lookup:
+PostgreSQL reads *attribute notation* as a function call: `(expr).f` is `f(expr)` whenever
+`expr` has no field `f`, for any expression (a literal, a cast, a function result, a row, a
+subquery), and `t.f` is `f(t)` on the whole row when the FROM item `t` has no column `f`.
+sqlglot parses these as field or column accesses, so the function allowlist never sees the
+call: `select ('/etc/passwd').pg_read_file` ran `pg_read_file`. The rules here keep only
+forms whose meaning the guard can pin down without the catalog:
 
-* `name.column` where `name` is a table, alias, CTE or function alias visible in that query;
+* `name.column` where `name` is a table, alias, CTE or function alias visible in that query
+  (if `column` is not a real column, PostgreSQL calls a function taking the whole row; the
+  built-in ones that accept any row only compute values, e.g. `row_to_json`);
 * `schema.table.column` where `table` is visible and `schema` is not a FROM item name;
 * qualified function calls `pg_catalog.f(...)` (the function rule checks `f`).
 
-Everything else (field access on a parenthesised expression, a cast, a function result, a
-row value or a subquery, four-part names, and names whose first part is not a visible FROM
-item) is refused, whatever the name after the dot is.
+Everything else is refused whatever the name after the dot is: field access on a
+parenthesised expression (`(x).f`, `(x).*`), four-part names, and qualifiers that are not a
+visible FROM item (PostgreSQL rejects those today; refusing them keeps the guard from
+depending on how a later version resolves them).
 
 Casts to the `reg*` object-identifier types are refused too: their input functions look a
 name up in the system catalogs, which bypasses the table allowlist's refusal of catalogs.

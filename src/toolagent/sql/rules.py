@@ -556,17 +556,22 @@ def rule_operators_and_types(statement: exp.Expression, policy: SqlPolicy) -> li
 
 
 def rule_allowed_tables(statement: exp.Expression, policy: SqlPolicy) -> list[str]:
-    """With an allowlist, every referenced table must be on it, in schema public, and not a catalog."""
+    """With an allowlist, every referenced table must be on it and in schema public; catalogs are
+    refused (with an allowlist or `refuse_catalogs`) unless named in `allowed_catalog_tables`."""
     allowed = policy.allowed_tables
-    if allowed is None:
+    if allowed is None and not policy.refuse_catalogs:
         return []
-    listed = ", ".join(sorted(allowed)) or "none"
+    listed = (", ".join(sorted(allowed)) or "none") if allowed is not None else ""
     reasons: list[str] = []
     for ref in table_references(statement):
         shown = ref.display()
         if ref.is_catalog:
-            reasons.append(f"catalog table '{shown}' is not allowed")
-        elif ref.catalog is not None:
+            if shown not in policy.allowed_catalog_tables:
+                reasons.append(f"catalog table '{shown}' is not allowed (an operator may enable it by name)")
+            continue
+        if allowed is None:
+            continue
+        if ref.catalog is not None:
             reasons.append(f"table '{shown}' names a database; only schema {DEFAULT_SCHEMA} may be used")
         elif shown in allowed:
             continue

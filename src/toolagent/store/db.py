@@ -47,7 +47,10 @@ def default_url() -> str:
 
 
 def normalize_url(url: str) -> str:
-    """Accept the URL spellings people paste (`postgres://`, `postgresql://`, `sqlite:///`)."""
+    """Accept the URL spellings people paste (`postgres://`, `postgresql://`, `sqlite:///`) and a bare
+    SQLite file path (`./x.db`, `~/x.db`, `/var/lib/x.db`), which becomes an absolute `sqlite+aiosqlite` URL."""
+    if "://" not in url:
+        return f"sqlite+aiosqlite:///{Path(url).expanduser().resolve()}"
     if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://"):]
     if url.startswith("postgresql://"):

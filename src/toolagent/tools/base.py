@@ -24,8 +24,6 @@ from ..status import CallStatus
 from .spec import ToolResult, ToolSpec
 
 if TYPE_CHECKING:
-    import sqlalchemy as sa
-
     from ..agents.models import Security
     from ..engine.executions import Execution
     from ..engine.limits import LimitStatus
@@ -33,10 +31,11 @@ if TYPE_CHECKING:
     from ..engine.principals import ApiKey, Principal
     from ..engine.registry import ToolEntry
     from ..errors import ToolAgentError
+    from ..store.db import Connection
 
 #: A check or a count run inside the admission transaction (see `ToolCall.admission`): it returns
 #: a refusal (`Decision`), the limit counters it advanced, or None.
-AdmissionHook = Callable[["sa.Connection", "Execution"], "Decision | Sequence[LimitStatus] | None"]
+AdmissionHook = Callable[["Connection", "Execution"], "Decision | Sequence[LimitStatus] | None"]
 
 
 @dataclass(frozen=True)

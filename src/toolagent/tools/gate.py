@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-import sqlalchemy as sa
-
 from ..engine.executions import Execution
 from ..engine.permissions import Decision, ExecutionDenied, decide
 from ..engine.principals import Principals
 from ..status import CallStatus
+from ..store.db import Connection
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 from .records import Recorder
 
@@ -49,7 +48,7 @@ class GateSource(WrappedSource):
         if key is None:
             return await self.inner.call_tool(call, ctx)
 
-        def recheck(conn: sa.Connection, execution: Execution) -> Decision:
+        def recheck(conn: Connection, execution: Execution) -> Decision:
             fresh = Principals.key_in(conn, key.id)
             return self._decide(call, ctx, revoked_at=fresh.revoked_at if fresh else key.revoked_at or execution.started_at,
                                 scopes=(fresh or key).scopes)

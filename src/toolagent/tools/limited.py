@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import sqlalchemy as sa
-
 from ..engine.executions import Execution
 from ..engine.limits import Limits, LimitStatus
+from ..store.db import Connection
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 
 
@@ -27,7 +26,7 @@ class LimitedSource(WrappedSource):
         """Pass the call on with this caller's counters to advance at admission."""
         principal = ctx.principal
 
-        def count(conn: sa.Connection, execution: Execution) -> list[LimitStatus]:
+        def count(conn: Connection, execution: Execution) -> list[LimitStatus]:
             return self.limits.consume(conn, principal.name, principal.plan, tool=execution.tool,
                                        category=execution.category)
 

@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import sqlalchemy as sa
 
 from ..engine.audit import AuditEntry, AuditLog
 from ..engine.events import Event, EventBus
@@ -29,6 +28,7 @@ from ..engine.limits import LimitStatus
 from ..engine.permissions import Decision
 from ..engine.redaction import redact
 from ..status import ExecutionStatus
+from ..store.db import Connection
 from .base import CallContext, ToolCall
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class Recorder:
             await self.emit("execution_denied", denied, status="denied", reason=reason)
         return denied
 
-    def _record_in(self, conn: sa.Connection, execution: Execution, entry: AuditEntry) -> None:
+    def _record_in(self, conn: Connection, execution: Execution, entry: AuditEntry) -> None:
         self.executions.insert(conn, execution)
         self._audit_in(conn, entry)
 
@@ -113,7 +113,7 @@ class Recorder:
                 await self.emit("execution_cancelled", admitted, status="cancelled", reason=admitted.reason)
         return admitted
 
-    def _admit_in(self, conn: sa.Connection, execution: Execution, hooks: tuple[Any, ...]) -> Execution | Decision:
+    def _admit_in(self, conn: Connection, execution: Execution, hooks: tuple[Any, ...]) -> Execution | Decision:
         counted: list[LimitStatus] = []
         by = None if execution.run_id is None else self.executions.run_cancelled_by(conn, execution.run_id)
         if by is not None:
@@ -151,7 +151,7 @@ class Recorder:
                             reason=outcome.reason or outcome.error)
         return outcome
 
-    def _finish_in(self, conn: sa.Connection, outcome: Execution) -> bool:
+    def _finish_in(self, conn: Connection, outcome: Execution) -> bool:
         if not self.executions.finish_in(conn, outcome):
             return False
         self._audit_in(conn, outcome_entry(outcome))
@@ -164,7 +164,7 @@ class Recorder:
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def _audit_in(self, conn: sa.Connection, entry: AuditEntry) -> None:
+    def _audit_in(self, conn: Connection, entry: AuditEntry) -> None:
         if self.audit is not None:
             self.audit.append_in(conn, entry)
 

@@ -10,6 +10,8 @@ from mcp import Client
 
 from toolagent.errors import ConfigError, EnvVarMissing
 from toolagent.servers.supabase import SupabaseSettings, build_server
+from toolagent.servers.supabase.demo_data import TABLES
+from toolagent.servers.supabase.settings import DEFAULT_ALLOWED_TABLES
 from toolagent.servers.supabase.demo_data import ensure_sqlite_demo
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +60,10 @@ async def test_tools_are_read_only_with_output_schemas(demo_db: Path) -> None:
     out = {name: set(t.output_schema["properties"]) for name, t in tools.items()}  # type: ignore[index]
     assert out["get-schema"] >= {"tables", "dialect"}
     assert out["generate-sql"] == {"sql", "tables", "explanation"}
-    assert out["execute-sql"] == {"columns", "rows", "row_count", "truncated"}
+    assert out["execute-sql"] == {
+        "columns", "rows", "row_count", "truncated", "truncated_reason", "result_bytes", "max_result_bytes",
+        "oversized_values",
+    }  # fmt: skip
     assert out["analyze-results"] == {"summary", "stats"}
 
 
@@ -101,7 +106,7 @@ async def test_get_schema_with_an_allowlist_shows_only_allowed_tables(demo_db: P
 
 
 async def test_get_schema_unknown_table_is_an_error(demo_db: Path) -> None:
-    async with Client(build_server(settings(demo_db))) as client:
+    async with Client(build_server(settings(demo_db, allowed_tables=None))) as client:
         error = await call_error(client, "get-schema", {"tables": ["nope"]})
     assert "table 'nope' does not exist" in error
 
@@ -236,7 +241,9 @@ def test_settings_from_env() -> None:
     assert s.statement_timeout_ms == 2500 and str(s.demo_db_path) == "/tmp/x.sqlite"
     assert not s.llm_enabled
     defaults = SupabaseSettings.from_env({})
-    assert defaults.backend == "embedded" and defaults.allowed_tables is None
+    assert defaults.backend == "embedded" and defaults.allowed_tables == DEFAULT_ALLOWED_TABLES == TABLES
+    assert SupabaseSettings.from_env({"SUPABASE_ALLOWED_TABLES": "*"}).allowed_tables is None
+    assert defaults.max_result_bytes == 5_000_000 and defaults.allowed_catalog_tables == ()
     assert defaults.statement_timeout_ms == 15000
     assert str(defaults.demo_db_path) == "~/.cache/toolagent/supabase-demo.sqlite"
     assert SupabaseSettings(db_url="postgresql+psycopg://u@h/db").require_db_url() == "postgresql://u@h/db"  # type: ignore[arg-type]

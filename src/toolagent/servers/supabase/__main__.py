@@ -1,7 +1,7 @@
 """Command line: serve the Supabase MCP server, or load the demo data into PostgreSQL.
 
     python -m toolagent.servers.supabase [--transport stdio|http] [--host H] [--port N]
-    python -m toolagent.servers.supabase load-demo --db-url URL [--replace]
+    python -m toolagent.servers.supabase load-demo --db-url URL [--replace] [--reader-role R --reader-password P]
 
 Configuration errors (e.g. the postgres backend without SUPABASE_DB_URL) are printed on
 stderr and end the process with a non-zero status before anything is served.
@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     load = sub.add_parser("load-demo", help="create the demo tables and rows in a PostgreSQL database")
     load.add_argument("--db-url", default=None, help="PostgreSQL URL (default: SUPABASE_DB_URL)")
     load.add_argument("--replace", action="store_true", help="drop existing demo tables first")
+    load.add_argument("--reader-role", default="toolagent_reader",
+                      help="read-only role to create for the server (default toolagent_reader; '' to skip)")
+    load.add_argument("--reader-password", default=os.environ.get("SUPABASE_READER_PASSWORD"),
+                      help="its password (default: SUPABASE_READER_PASSWORD)")
     return parser
 
 
@@ -99,8 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from ...errors import EnvVarMissing
 
                 raise EnvVarMissing("SUPABASE_DB_URL")
-            counts = load_demo_data(args.db_url, replace=args.replace)
+            counts = load_demo_data(args.db_url, replace=args.replace, reader_role=args.reader_role or None,
+                                    reader_password=args.reader_password)
             print(", ".join(f"{table}: {n} rows" for table, n in counts.items()))
+            if args.reader_role:
+                print(f"read-only role {args.reader_role}: point SUPABASE_DB_URL at it")
             return 0
         from .server import build_server
         from .settings import SupabaseSettings

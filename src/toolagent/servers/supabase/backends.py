@@ -9,13 +9,15 @@ the database itself refuse writes, whatever the SQL guard let through:
 * `PostgresBackend` runs everything in a `READ ONLY` transaction with
   `SET LOCAL statement_timeout`, in UTC, and rolls it back afterwards.
 
-Rows are fetched one at a time up to `max_rows + 1`, so a huge result never reaches memory.
+Rows are fetched one at a time and stop at `max_rows` rows or `max_result_bytes` bytes
+(`limits.py`), so a huge result never reaches memory.
 Database errors become `StoreError` with the driver's message (the one translation point).
 """
 
 from __future__ import annotations
 
 import base64
+import itertools
 import sqlite3
 import time
 from abc import ABC, abstractmethod
@@ -27,10 +29,13 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from ...errors import StoreError
+from .limits import DEFAULT_MAX_RESULT_BYTES, collect, statement_body, wrap_postgres
 from .models import ColumnInfo, ForeignKeyInfo, QueryResult, TableInfo
 
 #: A text column with at most this many distinct values has them listed for the generator.
 MAX_CATEGORY_VALUES = 50
+#: Smallest SQLITE_LIMIT_LENGTH set, whatever the result cap (the demo data's values are small).
+_MIN_SQLITE_LENGTH = 100_000
 #: Above this many estimated rows, PostgreSQL row counts are the planner's estimate.
 EXACT_COUNT_BELOW = 100_000
 
@@ -75,17 +80,6 @@ def json_value(value: Any) -> Any:
     return str(value)
 
 
-def _result(columns: list[str], rows: Sequence[Sequence[Any]], max_rows: int, convert: Any = json_value) -> QueryResult:
-    truncated = len(rows) > max_rows
-    kept = rows[:max_rows]
-    return QueryResult(
-        columns=columns,
-        rows=[{c: convert(v) for c, v in zip(columns, row)} for row in kept],
-        row_count=len(kept),
-        truncated=truncated,
-    )
-
-
 def _dedupe_columns(names: Iterable[str]) -> list[str]:
     """Make result column names unique (`id`, `id` -> `id`, `id_2`) so rows can be objects."""
     seen: dict[str, int] = {}
@@ -120,8 +114,9 @@ class Backend(ABC):
     #: `embedded` or `postgres`.
     name: ClassVar[str]
 
-    def __init__(self, statement_timeout_ms: int) -> None:
+    def __init__(self, statement_timeout_ms: int, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:
         self.statement_timeout_ms = statement_timeout_ms
+        self.max_result_bytes = max_result_bytes
 
     @abstractmethod
     def tables(self) -> list[TableInfo]:
@@ -133,7 +128,10 @@ class Backend(ABC):
 
     @abstractmethod
     def execute(self, sql: str, max_rows: int) -> QueryResult:
-        """Run one PostgreSQL-dialect statement read-only; at most `max_rows` rows come back."""
+        """Run one PostgreSQL-dialect statement read-only.
+
+        At most `max_rows` rows and `max_result_bytes` bytes come back (see `limits.py`).
+        """
 
     def _category_query(self, table: str, column: str) -> str:
         return (
@@ -147,8 +145,8 @@ class SqliteBackend(Backend):
 
     name = "embedded"
 
-    def __init__(self, path: Path, statement_timeout_ms: int) -> None:
-        super().__init__(statement_timeout_ms)
+    def __init__(self, path: Path, statement_timeout_ms: int, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:
+        super().__init__(statement_timeout_ms, max_result_bytes)
         self.path = path
 
     def _connect(self) -> sqlite3.Connection:
@@ -162,6 +160,9 @@ class SqliteBackend(Backend):
         # PostgreSQL's LIKE is case-sensitive (ILIKE is transpiled to LOWER(..) LIKE LOWER(..)).
         conn.execute("PRAGMA case_sensitive_like = ON")
         register_functions(conn)
+        # No string or blob may grow past the result cap: building one is an error, not 1 GB.
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(self.max_result_bytes, _MIN_SQLITE_LENGTH))
+        # The statement timeout: SQLite calls the handler every 10,000 virtual machine steps.
         deadline = time.monotonic() + self.statement_timeout_ms / 1000
         conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
         return conn
@@ -229,14 +230,16 @@ class SqliteBackend(Backend):
             cursor = self._run(conn, translated)
             columns = _dedupe_columns(d[0] for d in cursor.description or [])
             try:
-                rows = cursor.fetchmany(max_rows + 1)
+                return collect(
+                    columns, cursor, max_rows=max_rows, max_bytes=self.max_result_bytes,
+                    convert=lambda v: json_value(iso_timestamp(v)),
+                )  # fmt: skip
             except sqlite3.Error as exc:
                 raise StoreError(
                     f"statement timed out after {self.statement_timeout_ms} ms"
                     if "interrupted" in str(exc)
                     else f"query failed: {exc}"
                 ) from exc
-            return _result(columns, rows, max_rows, lambda v: json_value(iso_timestamp(v)))
         finally:
             conn.close()
 
@@ -270,8 +273,8 @@ class PostgresBackend(Backend):
 
     name = "postgres"
 
-    def __init__(self, url: str, statement_timeout_ms: int) -> None:
-        super().__init__(statement_timeout_ms)
+    def __init__(self, url: str, statement_timeout_ms: int, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:
+        super().__init__(statement_timeout_ms, max_result_bytes)
         self.url = url
 
     def _connect(self) -> Any:
@@ -353,23 +356,37 @@ class PostgresBackend(Backend):
     def execute(self, sql: str, max_rows: int) -> QueryResult:
         import psycopg
 
+        body = statement_body(sql)
         with self._connect() as conn:
             try:
                 self._begin(conn)
-                rows: list[tuple[Any, ...]] = []
                 with conn.cursor() as cur:
+                    try:
+                        # LIMIT 0 plans the statement and names its columns without running it.
+                        cur.execute(f"SELECT * FROM (\n{body}\n) AS _q LIMIT 0")
+                        columns = _dedupe_columns(d.name for d in cur.description or [])
+                        oversized_index: int | None = len(columns) if columns else None
+                        text = wrap_postgres(body, len(columns), self.max_result_bytes) if columns else body
+                    except (psycopg.errors.SyntaxError, psycopg.errors.FeatureNotSupported):
+                        # Not a query that nests (the guard lets none through; this is the
+                        # database's own refusal of anything else): run it as written.
+                        conn.rollback()
+                        self._begin(conn)
+                        columns, oversized_index, text = [], None, body
                     # stream() sends the text as is (no parameters, so `%` stays literal) and
                     # yields rows one by one; leaving it early cancels the rest of the query.
-                    stream = cur.stream(sql)
+                    stream = cur.stream(text)
                     try:
-                        for row in stream:
-                            rows.append(row)
-                            if len(rows) > max_rows:
-                                break
+                        first = next(stream, None)
+                        if oversized_index is None:
+                            columns = _dedupe_columns(d.name for d in cur.description or [])
+                        rows = stream if first is None else itertools.chain([first], stream)
+                        return collect(
+                            columns, rows, max_rows=max_rows, max_bytes=self.max_result_bytes,
+                            convert=json_value, oversized_index=oversized_index,
+                        )  # fmt: skip
                     finally:
                         stream.close()
-                    columns = _dedupe_columns(d.name for d in cur.description or [])
-                return _result(columns, rows, max_rows)
             except psycopg.Error as exc:
                 raise self._translate(exc) from exc
             finally:

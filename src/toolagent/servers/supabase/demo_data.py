@@ -1,6 +1,6 @@
 """The demo database: built into SQLite for the embedded backend, or loaded into PostgreSQL.
 
-The source is `seeds/demo_db/` at the repository root (found from this file, never the working
+The source is `seeds/demo_db/` shipped in the package (`toolagent.data`, never the working
 directory): `schema.sql` (PostgreSQL DDL that SQLite also runs unchanged) and one CSV file per
 table, in the order `TABLES` lists them. Timestamps in the CSV files are UTC
 (`YYYY-MM-DD HH:MM:SS`); an empty field is NULL.
@@ -17,14 +17,19 @@ import hashlib
 import os
 import sqlite3
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from ...data import demo_db_dir
 from ...errors import ConfigError
 
-#: `seeds/demo_db` in the repository holding this package (src layout: four levels up).
-SEED_DIR = Path(__file__).resolve().parents[4] / "seeds" / "demo_db"
+#: The demo database's files shipped in the package.
+SEED_DIR = demo_db_dir()
 #: Demo tables in load order (referenced tables first).
 TABLES = ("users", "agent_conversations", "kpi_metrics", "kpi_data")
+#: The read-only role `load-demo` creates for the Supabase server.
+DEFAULT_READER_ROLE = "toolagent_reader"
 
 
 def _seed_files(seed_dir: Path) -> list[Path]:
@@ -110,13 +115,24 @@ def ensure_sqlite_demo(path: Path, seed_dir: Path = SEED_DIR) -> Path:
     return path
 
 
-def load_demo_data(db_url: str, *, replace: bool = False, seed_dir: Path = SEED_DIR) -> dict[str, int]:
-    """Create the demo tables in a PostgreSQL database and load their rows.
+def load_demo_data(
+    db_url: str,
+    *,
+    replace: bool = False,
+    seed_dir: Path = SEED_DIR,
+    reader_role: str | None = DEFAULT_READER_ROLE,
+    reader_password: str | None = None,
+) -> dict[str, int]:
+    """Create the demo tables in a PostgreSQL database, load their rows, and set up the reader role.
 
     Args:
         db_url: `postgresql://`, `postgres://` or `postgresql+psycopg://` URL.
         replace: drop existing demo tables first; otherwise existing tables are an error.
         seed_dir: the folder holding schema.sql and the CSV files.
+        reader_role: the read-only role the Supabase server should connect as (see
+            `create_reader_role`); None leaves roles alone.
+        reader_password: its password; None creates it without one (it cannot log in with
+            a password until one is set).
 
     Returns:
         Rows loaded per table.
@@ -153,7 +169,53 @@ def load_demo_data(db_url: str, *, replace: bool = False, seed_dir: Path = SEED_
                         copy.write(chunk)
             row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
             counts[table] = int(row[0]) if row else 0
+        if reader_role is not None:
+            create_reader_role(conn, reader_role, reader_password, tables=TABLES)
         conn.commit()
         conn.autocommit = True
         conn.execute(f"ANALYZE {', '.join(TABLES)}")
     return counts
+
+#: Predefined roles that read or write server files, run programs, signal other sessions or
+#: read everything; the reader is never a member of them.
+_DANGEROUS_ROLES = (
+    "pg_read_server_files", "pg_write_server_files", "pg_execute_server_program", "pg_signal_backend",
+    "pg_read_all_data", "pg_write_all_data", "pg_read_all_settings", "pg_read_all_stats", "pg_monitor",
+)  # fmt: skip
+
+
+def create_reader_role(conn: Any, role: str, password: str | None, *, tables: Sequence[str]) -> None:
+    """Create (or reset) a login role that may only read `tables`, as defence behind the SQL guard.
+
+    The role is no superuser and has no replication, role or database creation rights; it is
+    removed from the predefined roles that read server files, run programs or signal other
+    backends; it may not create objects in schema public or temporary objects (so no
+    functions of its own); and its sessions start read-only with a statement timeout.
+    Runs in the caller's transaction on a connection with the rights to do all this.
+    """
+    from psycopg import sql
+
+    ident = sql.Identifier(role)
+    db = conn.execute("SELECT current_database()").fetchone()[0]
+    exists = conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", [role]).fetchone()
+    if not exists:
+        conn.execute(sql.SQL("CREATE ROLE {}").format(ident))
+    attrs = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT"
+    password_sql = sql.SQL("PASSWORD {}").format(sql.Literal(password)) if password else sql.SQL("PASSWORD NULL")
+    conn.execute(sql.SQL("ALTER ROLE {} WITH " + attrs + " {}").format(ident, password_sql))
+    present = {r[0] for r in conn.execute("SELECT rolname FROM pg_catalog.pg_roles WHERE rolname = ANY(%s)", [list(_DANGEROUS_ROLES)])}
+    for granted in sorted(present):
+        conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(granted), ident))
+    # Function creation needs CREATE on a schema (public) or TEMPORARY on the database (pg_temp).
+    conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    conn.execute(sql.SQL("REVOKE ALL ON SCHEMA public FROM {}").format(ident))
+    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(ident))
+    conn.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(db)))
+    conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM {}").format(sql.Identifier(db), ident))
+    conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(db), ident))
+    conn.execute(sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {}").format(ident))
+    conn.execute(
+        sql.SQL("GRANT SELECT ON {} TO {}").format(sql.SQL(", ").join(sql.Identifier(t) for t in tables), ident)
+    )
+    conn.execute(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(ident))
+    conn.execute(sql.SQL("ALTER ROLE {} SET statement_timeout = '15s'").format(ident))

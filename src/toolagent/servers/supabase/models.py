@@ -71,7 +71,13 @@ class QueryResult(BaseModel):
         description="One object per row, keyed by column name; timestamps are ISO 8601 strings, numerics are numbers"
     )
     row_count: int = Field(description="Rows returned (at most max_rows)")
-    truncated: bool = Field(description="True when the query had more than max_rows rows")
+    truncated: bool = Field(description="True when rows were left out (see truncated_reason)")
+    truncated_reason: Literal["max_rows", "max_result_bytes"] | None = Field(
+        None, description="Why rows or values were left out: more than max_rows rows, or more than max_result_bytes"
+    )
+    result_bytes: int = Field(0, description="Bytes of rows seen (as JSON), the first left-out row included")
+    max_result_bytes: int | None = Field(None, description="The server's cap on result bytes")
+    oversized_values: int = Field(0, description="Values larger than max_result_bytes, returned as null")
 
 
 class ValueCount(BaseModel):

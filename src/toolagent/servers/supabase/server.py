@@ -81,7 +81,12 @@ class SupabaseService:
         if self._guard is None:
             from ...sql import SqlGuard, SqlPolicy
 
-            policy = SqlPolicy.from_security(denied_operations=None, allowed_tables=self.settings.allowed_tables)
+            policy = SqlPolicy.from_security(
+                denied_operations=None,
+                allowed_tables=self.settings.allowed_tables,
+                allowed_catalog_tables=self.settings.allowed_catalog_tables,
+                refuse_catalogs=True,
+            )
             self._guard = SqlGuard(policy)
         return self._guard
 
@@ -98,14 +103,14 @@ class SupabaseService:
                 if self.settings.backend == "postgres":
                     from .backends import PostgresBackend
 
-                    self._backend = PostgresBackend(self.settings.require_db_url(), timeout)
+                    self._backend = PostgresBackend(self.settings.require_db_url(), timeout, self.settings.max_result_bytes)
                 else:
                     from .backends import SqliteBackend
                     from .demo_data import ensure_sqlite_demo
 
                     path = self.settings.resolved_demo_db_path()
                     await anyio.to_thread.run_sync(ensure_sqlite_demo, path)
-                    self._backend = SqliteBackend(path, timeout)
+                    self._backend = SqliteBackend(path, timeout, self.settings.max_result_bytes)
             return self._backend
 
     async def _tables(self) -> list[TableInfo]:
@@ -280,8 +285,8 @@ def build_server(settings: SupabaseSettings | None = None, *, log_level: LogLeve
         """Run one read-only SELECT and return its rows as objects keyed by column name.
 
         The SQL guard rejects anything but a single read query on allowed tables; the database then
-        runs it read-only with a statement timeout. `truncated` is true when there were more than
-        max_rows rows.
+        runs it read-only with a statement timeout. `truncated` is true when rows were left out:
+        more than max_rows rows, or more than the server's max_result_bytes (`truncated_reason`).
         """
         return await service.execute_sql(sql, max_rows)
 

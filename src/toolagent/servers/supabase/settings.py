@@ -5,8 +5,10 @@
 | `SUPABASE_BACKEND` | `backend` | `embedded` (`embedded` or `postgres`) |
 | `SUPABASE_DB_URL` | `db_url` | none; required for `postgres` |
 | `SUPABASE_DEMO_DB` | `demo_db_path` | `~/.cache/toolagent/supabase-demo.sqlite` |
-| `SUPABASE_ALLOWED_TABLES` | `allowed_tables` | none (all tables); comma-separated |
+| `SUPABASE_ALLOWED_TABLES` | `allowed_tables` | the demo tables; comma-separated, `*` for every table of schema public |
+| `SUPABASE_ALLOWED_CATALOG_TABLES` | `allowed_catalog_tables` | none; comma-separated catalog relations to allow |
 | `SUPABASE_STATEMENT_TIMEOUT_MS` | `statement_timeout_ms` | 15000 |
+| `SUPABASE_MAX_RESULT_BYTES` | `max_result_bytes` | 5000000 |
 | `SUPABASE_LLM_PROVIDER` | `llm_provider` | none (`openai-compatible`) |
 | `SUPABASE_LLM_MODEL` | `llm_model` | none |
 | `SUPABASE_LLM_ENDPOINT` | `llm_endpoint` | none (base URL, e.g. `https://host/v1`) |
@@ -33,6 +35,12 @@ from ...settings import EnvSettings
 DEFAULT_DEMO_DB_PATH = Path("~/.cache/toolagent/supabase-demo.sqlite")
 #: Statement timeout when SUPABASE_STATEMENT_TIMEOUT_MS is not set.
 DEFAULT_STATEMENT_TIMEOUT_MS = 15_000
+#: Tables SQL may touch when SUPABASE_ALLOWED_TABLES is not set: the demo tables.
+DEFAULT_ALLOWED_TABLES = ("users", "agent_conversations", "kpi_metrics", "kpi_data")
+#: SUPABASE_ALLOWED_TABLES value that allows every table of schema public (never a catalog).
+ALL_TABLES = "*"
+#: Result bytes per execute-sql call when SUPABASE_MAX_RESULT_BYTES is not set.
+DEFAULT_MAX_RESULT_BYTES = 5_000_000
 
 #: Prefix of the variables `SupabaseSettings` reads.
 ENV_PREFIX = "SUPABASE_"
@@ -52,10 +60,14 @@ class SupabaseSettings(EnvSettings):
     """PostgreSQL URL (`postgresql://` or `postgres://`, as Supabase gives it); postgres only."""
     demo_db_path: Path = Field(DEFAULT_DEMO_DB_PATH, validation_alias="SUPABASE_DEMO_DB")
     """The embedded SQLite file; built on first use and rebuilt when the seed files change."""
-    allowed_tables: Annotated[tuple[str, ...] | None, NoDecode] = None
-    """When set, the only tables get-schema shows and SQL may touch."""
+    allowed_tables: Annotated[tuple[str, ...] | None, NoDecode] = DEFAULT_ALLOWED_TABLES
+    """The only tables get-schema shows and SQL may touch; None (`*`) allows every table of schema public."""
+    allowed_catalog_tables: Annotated[tuple[str, ...], NoDecode] = ()
+    """Catalog relations (`pg_*`, `information_schema.*`, `sqlite_*`) SQL may read; all others are refused."""
     statement_timeout_ms: int = Field(DEFAULT_STATEMENT_TIMEOUT_MS, ge=1)
     """Longest a statement (and a schema read) may run, in milliseconds."""
+    max_result_bytes: int = Field(DEFAULT_MAX_RESULT_BYTES, ge=1)
+    """Most bytes of rows (as JSON) one execute-sql call returns; fetching stops there."""
     llm_provider: Literal["openai-compatible"] | None = None
     """LLM API flavour; only `openai-compatible` (POST {endpoint}/chat/completions)."""
     llm_model: str | None = None
@@ -65,11 +77,13 @@ class SupabaseSettings(EnvSettings):
     llm_api_key: SecretStr | None = None
     """Bearer token for the LLM endpoint."""
 
-    @field_validator("allowed_tables", mode="before")
+    @field_validator("allowed_tables", "allowed_catalog_tables", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         if isinstance(value, str):
-            return tuple(t.strip() for t in value.split(",") if t.strip()) or None
+            if value.strip() == ALL_TABLES:
+                return None
+            return tuple(t.strip() for t in value.split(",") if t.strip())
         return value
 
     @field_validator("db_url", "llm_provider", "llm_model", "llm_endpoint", "llm_api_key", mode="before")
