@@ -291,6 +291,26 @@ async def test_sigterm_lets_running_runs_finish_then_cancels_what_is_left(fleet:
         row = await store.runs.get_run(long)
         assert row.status == "cancelled" and row.error == "cancelled: worker shutting down"
 
+        # A second SIGTERM does not wait for the grace period.
+        worker = await fleet.start(grace_s=120)
+        again = await submit_run(store, plan(["q/wait"], {"q/wait": {"seconds": 60, "tag": "again"}}), {}, me)
+
+        async def third() -> bool:
+            return len(fleet.calls("wait")) == 3
+
+        await until(third)
+        worker.signal(signal.SIGTERM)
+
+        async def stopping() -> bool:
+            return any("stopping:" in line for line in worker.lines)
+
+        await until(stopping)  # two signals sent at once would be delivered as one
+        worker.signal(signal.SIGTERM)
+        assert await worker.exited() == 0, "\n".join(worker.lines)
+        row = await store.runs.get_run(again)
+        steps = await store.runs.get_steps(again)
+        assert (row.status, row.error) == ("cancelled", "cancelled: worker shutting down"), (steps, worker.lines)
+
 
 async def test_a_rate_limit_holds_exactly_across_two_workers(fleet: Fleet) -> None:
     fleet.engine_config["tool_rate_per_minute"] = {"q/noop": 5}
@@ -362,3 +382,4 @@ async def test_the_api_submits_builds_answers_202_cancels_a_queued_run_and_shows
                 (row,) = await until_final(store, [second])
             assert row.status == "success" and [c["tag"] for c in fleet.calls("noop")] == ["api"]
             assert "toolagent_workers 1.0" in http.get("/metrics").text
+
