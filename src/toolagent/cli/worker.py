@@ -28,7 +28,7 @@ def worker(
     shutdown_grace: float = typer.Option(30.0, "--shutdown-grace", min=0,
                                          help="Seconds running runs may finish after SIGTERM."),
 ) -> None:
-    """Run submitted BUILD runs until SIGTERM (needs a PostgreSQL store and the `workers` extra).
+    """Run submitted BUILD runs until SIGTERM (needs a PostgreSQL store and the workers extra).
 
     Every step goes through the same gate, limits, records and cancellation as a local build, as
     the user (and API key) that submitted the run. SIGTERM stops taking runs and lets running
