@@ -213,6 +213,16 @@ class QueueStore:
             await self._fail_job(conn, job_id)
             return await self._defer(conn, run_id)
 
+    async def redefer_run(self, run_id: str, job_id: int) -> int | None:
+        """A run still `queued` whose job a stopped worker had fetched but not claimed: fail that
+        job and defer a new one, in one transaction; None when the run is not queued any more."""
+        c = t.runs.c
+        async with self.db.begin() as conn:
+            queued = await conn.scalar(sa.select(c.id).where((c.id == run_id) & (c.status == RunStatus.QUEUED))
+                                       .with_for_update())
+            await self._fail_job(conn, job_id)
+            return await self._defer(conn, run_id) if queued is not None else None
+
     async def fail_job(self, job_id: int) -> None:
         """Mark a stalled job (not a run's) failed."""
         async with self.db.begin() as conn:

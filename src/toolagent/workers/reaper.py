@@ -59,7 +59,7 @@ async def reap(runtime: Runtime, store: Store, stalled_jobs: list[Any]) -> dict[
         if run is None or run.status != RunStatus.RUNNING:
             # Not a run's job (the reaper's own), or its run already ended or was never claimed.
             if run is not None and run.status == RunStatus.QUEUED:
-                await store.queue.requeue_run(run.id, job.id)
+                await store.queue.redefer_run(run.id, job.id)  # fetched, never claimed: nothing ran
             else:
                 await store.queue.fail_job(job.id)
             continue

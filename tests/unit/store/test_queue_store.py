@@ -73,3 +73,14 @@ async def test_the_queue_needs_postgres(tmp_path) -> None:  # type: ignore[no-un
     async with open_store(f"sqlite+aiosqlite:///{tmp_path / 's.db'}") as store:
         with pytest.raises(UsageError, match="TOOLAGENT_DATABASE_URL"):
             await store.queue.submit_run(steps=STEPS, **RUN)
+
+
+async def test_a_queued_run_whose_job_a_stopped_worker_fetched_gets_a_new_job(pg_url: str) -> None:
+    async with open_store(pg_url) as store:
+        job_id = await store.queue.submit_run(steps=STEPS, **RUN)
+        async with store.db.begin() as conn:  # fetched by a worker that then died before its claim
+            await conn.execute(sa.text("UPDATE procrastinate_jobs SET status = 'doing' WHERE id = :id"), {"id": job_id})
+        new_job = await store.queue.redefer_run("run_1", job_id)
+        assert new_job is not None and new_job != job_id
+        assert sorted(await jobs_of(store, "run_1")) == ["failed", "todo"]
+        assert (await store.runs.get_run("run_1")).job_id == new_job
