@@ -18,6 +18,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from api_harness import LiveServer, User, live_server, probe_servers, provision
 from toolagent.api.app import create_app
+from toolagent.inputs import InputProblem, check_value, text_problem
 from toolagent.mcp.config import ServersConfig
 
 pytestmark = pytest.mark.timeout(300)
@@ -62,6 +63,31 @@ def no_server_error_but_tool_failures(ctx: Any, response: Any, case: Any) -> boo
     return None
 
 
+def _unstorable(case: Any) -> bool:
+    """A request the edge refuses with 400 naming the field though the schema allows it: a NUL or a
+    lone surrogate in any string (no store can keep it), an integer past 64 bits, deep nesting."""
+    parts = (case.query, case.path_parameters, case.headers)
+    if any(text_problem(s) is not None for part in parts for s in _strings(part)):
+        return True
+    try:
+        check_value(case.body if isinstance(case.body, (dict, list, str, int, float)) else None)
+    except InputProblem:
+        return True
+    return False
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
 @schema.parametrize()
 @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_schema(case: Any, live: tuple[User, LiveServer]) -> None:
@@ -72,7 +98,7 @@ def test_api_conforms_to_its_schema(case: Any, live: tuple[User, LiveServer]) ->
         # An empty or reversed date range is refused with 400 naming both fields, a rule the schema
         # cannot express; such cases are still checked for everything else.
         excluded.append(positive_data_acceptance)
-    if (case.operation.method.upper(), case.operation.path) in SEMANTIC_BODIES:
+    if (case.operation.method.upper(), case.operation.path) in SEMANTIC_BODIES or _unstorable(case):
         excluded.append(positive_data_acceptance)
     case.call_and_validate(
         base_url=server.url, headers=user.auth, timeout=30, excluded_checks=excluded,

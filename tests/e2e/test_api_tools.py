@@ -167,6 +167,10 @@ def test_permission_matrix(as_user: dict[str, httpx.Client], user: str, tool: st
         # The refusal is recorded, and the answer names the record.
         denied = as_user[user].get(f"/api/tools/executions/{body['error']['details']['executionId']}").json()
         assert (denied["execution"]["status"], denied["execution"]["toolName"]) == ("failed", tool)
+        # The same fix the CLI prints: raise the level, or (for a level that runs something) re-rate the tool.
+        fix = body["error"]["details"]["fix"]
+        assert f"toolagent users set-level {user} " in fix
+        assert ('"trusted": true' in fix) == (user != "viewer")
     assert "X-RateLimit-Remaining" in response.headers
 
 

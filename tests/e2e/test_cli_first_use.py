@@ -217,3 +217,19 @@ def test_serve_on_a_busy_port_exits_3_before_its_banner(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
     assert "toolagent API on" not in proc.stderr
+
+
+def test_the_lazy_command_table_names_every_registered_command() -> None:
+    code = """
+import importlib, pkgutil, json
+import toolagent.cli as cli
+from toolagent.cli._app import app, COMMANDS
+for module in pkgutil.iter_modules(cli.__path__):
+    if not module.name.startswith("_"):
+        importlib.import_module(f"toolagent.cli.{module.name}")
+names = {i.name or i.callback.__name__ for i in app.registered_commands} | {g.name for g in app.registered_groups}
+print(json.dumps([sorted(names), sorted(COMMANDS)]))
+"""
+    registered, table = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                                  timeout=120, check=True).stdout)
+    assert registered == table

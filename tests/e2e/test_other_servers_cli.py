@@ -69,10 +69,10 @@ def test_readme_example_chains_playwright_filesystem_and_git(tmp_path: Path, sit
 
     checked = toolagent(env, "agents", "validate", str(EXAMPLE_AGENT))
     assert checked.returncode == 0, checked.stderr
-    added = toolagent(env, "users", "add", "alice", "--level", "execute_advanced")
+    added = toolagent(env, "users", "add", "archivist", "--level", "execute_advanced")
     assert added.returncode == 0, added.stderr
     payload = json.dumps({"url": site, "repo_path": str(repo)})
-    built = toolagent(env, "--servers", str(EXAMPLE_CONFIG), "--user", "alice", "build", str(EXAMPLE_AGENT), "-p", payload)
+    built = toolagent(env, "--servers", str(EXAMPLE_CONFIG), "--user", "archivist", "build", str(EXAMPLE_AGENT), "-p", payload)
     assert built.returncode == 0, built.stdout + built.stderr
     assert built.stdout.startswith("# Page snapshot to git: success")
     assert 'heading "Hello from the test"' in (repo / "snapshot.md").read_text()

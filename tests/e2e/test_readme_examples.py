@@ -33,6 +33,8 @@ SKIPPED = {
     "the demo against a throwaway cluster)",
     "serve": "starts a long-running server (tests/e2e/test_cli_first_use.py starts one and checks /docs)",
     "executions cancel EXEC_ID": "needs an execution running in another terminal",
+    "examples/mcp.other-servers.json": "needs globally installed third-party servers and the internet "
+    "(tests/e2e/test_other_servers_cli.py runs the same agent and config against a local page)",
 }
 
 
@@ -50,7 +52,14 @@ def readme_examples(text: str) -> list[Example]:
     """The `toolagent` commands of the README's bash blocks, in order."""
     examples: list[Example] = []
     in_bash = False
-    for number, raw in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    for number, raw in enumerate(lines, start=1):
+        if number > 1 and lines[number - 2].endswith("\\"):
+            continue  # already joined to the line it continues
+        follow = number
+        while raw.endswith("\\") and follow < len(lines):
+            raw = raw[:-1] + lines[follow].lstrip()
+            follow += 1
         if raw.startswith("```"):
             in_bash = raw.strip() == "```bash"
             continue
@@ -119,7 +128,8 @@ def test_the_readme_lists_a_short_explicit_set_of_skipped_examples() -> None:
     examples = readme_examples((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
     assert len(examples) >= 30
     skipped = [e.command for e in examples if skip_reason(e.command)]
-    assert 0 < len(skipped) <= 5, skipped
+    assert len(SKIPPED) <= 5 and 0 < len(skipped) <= 8, skipped
+    assert all(any(needle in e.command for e in examples) for needle in SKIPPED)  # no stale entry
 
 
 def test_every_readme_example_works_as_written(tmp_path: Path) -> None:

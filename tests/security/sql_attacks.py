@@ -29,6 +29,8 @@ ATTRIBUTE_NOTATION: list[tuple[str, str]] = [
     ("select (u).email from users u limit 1", "attribute access"),
     ("select (u.*).email from users u limit 1", "attribute access"),
     ("select (u).* from users u limit 1", "attribute access"),
+    ("select (u).row_to_json from users u limit 1", "attribute access"),
+    ("select ('now').pg_sleep_until", "attribute access"),
     ("select email.pg_read_file from users limit 1", "not a table or alias"),
     ('select "email".pg_read_file from users limit 1', "not a table or alias"),
     ("select full_name.pg_sleep from users limit 1", "not a table or alias"),

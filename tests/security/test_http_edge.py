@@ -238,6 +238,8 @@ MALFORMED: list[tuple[str, str, str, Any, str]] = [
     ("NUL in an override", "POST", "/api/agents/demo/echo/build",
      {"toolParams": {"probe/echo": {"text": NUL}}}, "toolParams.probe/echo.text"),
     ("NUL in an agent field", "PUT", "/api/agents/demo/nul", agent_body(ECHO, description=NUL), "description"),
+    ("NUL inside an agent definition", "PUT", "/api/agents/demo/nuldef",
+     agent_body({**ECHO, "metadata": {**ECHO["metadata"], "name": NUL}}, display_name="nuldef"), "yaml.metadata.name"),
     ("lone surrogate in a payload", "POST", "/api/agents/demo/echo/build", b'{"payload": {"text": "\\ud800"}}',
      "payload.text"),
     ("lone surrogate in an argument", "POST", "/api/tools/execute",

@@ -97,6 +97,9 @@ def load_path(path: str | Path, *, org: str = DEFAULT_ORG) -> list[LoadedAgent]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise DefinitionInvalid([Problem("", f"cannot read file: {exc.strerror or exc}")], source=str(p)) from exc
+    except UnicodeDecodeError as exc:
+        raise DefinitionInvalid([Problem("", f"is not UTF-8 text (byte {exc.start}): save it as UTF-8")],
+                                source=str(p)) from exc
     data = parse_document(text, source=str(p))
     if isinstance(data, list):
         problems: list[Problem] = []

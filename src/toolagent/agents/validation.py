@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import DefinitionInvalid, Problem, TemplateError
+from ..inputs import InputProblem, check_value
 from ..interpolation import ParamsTemplate
 from .models import NAMESPACE_SEPARATOR, AgentDef
 from .yaml_loader import YamlTooLarge, safe_load
@@ -34,8 +35,20 @@ def parse_document(text: str, *, source: str | None = None) -> Any:
     """Parse YAML or JSON text (JSON is tried first when the text looks like an object).
 
     Raises:
-        DefinitionInvalid: with the line and column of the syntax error.
+        DefinitionInvalid: with the line and column of the syntax error, or the path of a value
+            `toolagent.inputs.check_value` refuses.
     """
+    data = _parse(text, source)
+    try:
+        # What no store can hold (a NUL, a lone surrogate) or no tool should get (NaN, a 20-digit
+        # integer, 1000 levels of nesting) is refused here, with its path, not when a run writes it.
+        check_value(data)
+    except InputProblem as exc:
+        raise DefinitionInvalid([Problem(exc.field, exc.message)], source=source) from None
+    return data
+
+
+def _parse(text: str, source: str | None) -> Any:
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
@@ -44,6 +57,11 @@ def parse_document(text: str, *, source: str | None = None) -> Any:
             raise DefinitionInvalid(
                 [Problem("", f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")], source=source
             ) from exc
+        except RecursionError:
+            raise DefinitionInvalid([Problem("", "JSON nested too deep")], source=source) from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise DefinitionInvalid([Problem("", f"an integer of thousands of digits ({exc.__class__.__name__}): "
+                                             "write it as a string")], source=source) from None
     try:
         return safe_load(text)
     except YamlTooLarge as exc:

@@ -123,6 +123,7 @@ class ToolOut(_Output):
     description: str
     inputSchema: dict[str, Any]
     category: str
+    categorySource: str = "default"
     risk: str
     riskSource: str
     tags: list[str]

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from ..errors import ToolAgentError
 from . import procedures as p
 from .auth import Caller, current_caller
-from .edge import EdgeProblem, parse_json
+from ..inputs import InputProblem, parse_json
 from .errors import error_code
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def _inputs(raw: str | bytes | None, batch: bool, count: int) -> list[Any]:
         return [None] * count
     try:
         parsed = parse_json(raw, "input")
-    except EdgeProblem as exc:
+    except InputProblem as exc:
         raise TrpcError("PARSE_ERROR" if exc.unparsable else "BAD_REQUEST", str(exc)) from exc
     if not batch:
         return [parsed]

@@ -18,6 +18,7 @@ from rich.console import Console
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from ..errors import ToolAgentError
+from ..inputs import InputProblem, parse_json
 
 T = TypeVar("T")
 
@@ -268,16 +269,19 @@ def read_json_arg(value: str | None, what: str) -> Any:
     """Parse a JSON option value, or `@file` holding JSON, naming the option on error."""
     if value is None:
         return None
-    text = value
+    text: str | bytes = value
     if value.startswith("@"):
         try:
-            text = Path(value[1:]).read_text(encoding="utf-8")
+            text = Path(value[1:]).read_bytes()
         except OSError as exc:
             fail(f"{what}: cannot read {value[1:]}: {exc.strerror}", EXIT_USAGE)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        fail(f"{what} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); pass JSON or @file.json", EXIT_USAGE)
+        # The same checks as the HTTP API's: a NUL, a lone surrogate, NaN or a 10-level-deep bomb
+        # is refused here, naming where it is, rather than failing later in a store or a tool.
+        return parse_json(text, what)
+    except InputProblem as exc:
+        source = f" (in {value[1:]})" if value.startswith("@") else ""
+        fail(f"{exc.field} {exc.message}{source}; pass JSON or @file.json", EXIT_USAGE)
 
 
 def is_tty() -> bool:

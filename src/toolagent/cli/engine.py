@@ -32,6 +32,8 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(executions_app, name="executions")
 
 _LEVELS_HELP = ", ".join(LEVELS)
+#: Largest `--older-than-days` (a century): past it the cut-off date does not exist.
+MAX_PRUNE_DAYS = 36_500
 _PLANS_HELP = ", ".join(PLANS)
 
 
@@ -301,7 +303,7 @@ def executions_cancel(
 @executions_app.command("prune")
 def executions_prune(
     older_than_days: int | None = typer.Option(
-        None, "--older-than-days", min=0, help="Delete executions that ended this many days ago. Default: retention_days.",
+        None, "--older-than-days", min=0, max=MAX_PRUNE_DAYS, help="Delete executions that ended this many days ago. Default: retention_days.",
     ),
 ) -> None:
     """Delete old finished executions (running ones are kept)."""

@@ -156,6 +156,8 @@ def runs_list(
 
     async def body() -> None:
         parts = tuple(agent.split("/", 1)) if agent else None
+        if parts is not None and (len(parts) != 2 or not all(parts)):
+            raise UsageError(f"--agent {agent!r} is not ORG/SLUG: use e.g. --agent demo/supabase-agent")
         async with open_store(state.db) as store:
             rows = await store.runs.list_runs(agent=parts, status=status, limit=limit)  # type: ignore[arg-type]
         if state.json:

@@ -13,6 +13,15 @@ Two independent checks, both conservative about what they leave alone:
 
 `None` and booleans are never replaced: they cannot carry a secret and masking them would only
 hide useful facts (`{"token": null}` says no token was sent).
+
+- **By value.** A secret found by key in a run's payload, metadata, overrides or a call's
+  arguments (`{"password": "hunter2"}`) is remembered for the rest of that task and the tasks it
+  starts (`remember_secrets`), and every later `redact` / `redact_text` masks that exact value
+  wherever it appears: a tool result that echoes it, the step params a template rendered from it,
+  the deliverable, a log line. The run itself still uses the real value; only what is stored,
+  logged or shown is masked.
+
+`redact_values` is what the store's write verbs call on a row before it is written.
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 #: What replaces a secret.
@@ -233,12 +243,61 @@ _STEPS: tuple[Callable[[str], str], ...] = (
 
 
 def redact_text(text: str) -> str:
-    """Replace every secret-shaped part of `text` (a log line, an error message, a URL) by `[REDACTED]`."""
+    """Replace every secret-shaped part of `text` (a log line, an error message, a URL), and every
+    remembered secret value, by `[REDACTED]`."""
     if not text:
         return text
     for step in _STEPS:
         text = step(text)
+    for secret in _KNOWN.get():
+        if secret in text:
+            text = text.replace(secret, REDACTED)
     return text
+
+
+#: Shortest value remembered as a secret: shorter ones (`1`, `yes`) would mask ordinary text.
+MIN_KNOWN_SECRET = 4
+#: Secret values seen by key in this task's inputs, longest first (so a longer one is masked whole).
+_KNOWN: ContextVar[tuple[str, ...]] = ContextVar("toolagent_known_secrets", default=())
+
+
+def secret_values(*objs: Any) -> set[str]:
+    """The strings held under sensitive keys anywhere in `objs` (a whole nested value counts)."""
+    found: set[str] = set()
+    stack: list[tuple[Any, bool]] = [(o, False) for o in objs]
+    seen = 0
+    while stack and seen < 100_000:
+        item, secret = stack.pop()
+        seen += 1
+        if isinstance(item, str):
+            if secret and len(item) >= MIN_KNOWN_SECRET and item != REDACTED:
+                found.add(item)
+        elif isinstance(item, Mapping):
+            stack.extend((v, secret or (isinstance(k, str) and is_sensitive_key(k))) for k, v in item.items())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend((v, secret) for v in item)
+    return found
+
+
+def remember_secrets(*objs: Any) -> None:
+    """Remember the secret values of `objs` (see `secret_values`) for this task and the tasks and
+    threads it starts from now on, so that `redact` masks them wherever they reappear."""
+    found = secret_values(*objs)
+    if found - set(_KNOWN.get()):
+        _KNOWN.set(tuple(sorted(found | set(_KNOWN.get()), key=len, reverse=True)))
+
+
+def redact_values(values: Mapping[str, Any], *, data: Collection[str] = (), text: Collection[str] = ()) -> dict[str, Any]:
+    """A row's column values as they may be stored: the `data` columns (JSON) through `redact`,
+    the `text` columns through `redact_text`, the others unchanged."""
+    out = dict(values)
+    for name in data:
+        if out.get(name) is not None:
+            out[name] = redact(out[name])
+    for name in text:
+        if isinstance(out.get(name), str):
+            out[name] = redact_text(out[name])
+    return out
 
 
 def redact(obj: Any) -> Any:
@@ -295,4 +354,5 @@ def _redact(obj: Any, depth: int) -> Any:
         return obj
 
 
-__all__ = ["MAX_DEPTH", "MIN_SECRET_RUN", "REDACTED", "is_sensitive_key", "key_parts", "looks_random", "redact", "redact_text"]
+__all__ = ["MAX_DEPTH", "MIN_KNOWN_SECRET", "MIN_SECRET_RUN", "REDACTED", "is_sensitive_key", "key_parts", "looks_random",
+           "redact", "redact_text", "redact_values", "remember_secrets", "secret_values"]

@@ -202,6 +202,9 @@ class ServersConfig(BaseModel):
             text = Path(chosen).read_text(encoding="utf-8")
         except OSError as exc:
             raise ServerConfigError(f"cannot read MCP server config: {exc.strerror or exc}", source=chosen) from exc
+        except UnicodeDecodeError as exc:
+            raise ServerConfigError(f"MCP server config is not UTF-8 text (byte {exc.start}): save it as UTF-8",
+                                    source=chosen) from exc
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..engine.redaction import redact
+
 if TYPE_CHECKING:
     from .plan import BuildPlan
     from .runner import StepState
@@ -110,7 +112,8 @@ def render_deliverable(
         }
         for s in steps
     ]
-    data = {"agent": plan.agent_ref, "runId": run_id, "status": status, "error": error, "results": results}
+    # Masked before rendering, so `content` is rendered from the same masked values as `data`.
+    data = redact({"agent": plan.agent_ref, "runId": run_id, "status": status, "error": error, "results": results})
     fmt = plan.deliverable_format.value
     if fmt == "json":
         content = json.dumps({"metadata": metadata, **data}, indent=2, default=str)

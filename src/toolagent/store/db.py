@@ -54,14 +54,27 @@ def normalize_url(url: str) -> str:
     if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://"):]
     if url.startswith("postgresql://"):
-        return "postgresql+psycopg://" + url[len("postgresql://"):]
+        return _checked_url("postgresql+psycopg://" + url[len("postgresql://"):])
     if url.startswith("sqlite:///"):
-        return "sqlite+aiosqlite:///" + url[len("sqlite:///"):]
+        return _checked_url("sqlite+aiosqlite:///" + url[len("sqlite:///"):])
     if url.startswith(("postgresql+psycopg://", "sqlite+aiosqlite://")):
-        return url
+        return _checked_url(url)
     raise UsageError(
         f"unsupported database URL {url.split('://')[0]}://...: use sqlite+aiosqlite:///PATH or postgresql://USER@HOST/DB"
     )
+
+
+def _checked_url(url: str) -> str:
+    """`url` if SQLAlchemy can read it (host, port, database); the error names the setting, never
+    the URL itself, which may hold a password."""
+    try:
+        sa.engine.make_url(url)
+    except (ValueError, sa.exc.ArgumentError) as exc:
+        raise UsageError(
+            f"invalid database URL in --db / {DATABASE_URL_ENV} ({exc}): use sqlite+aiosqlite:///PATH or "
+            "postgresql://USER:PASSWORD@HOST:PORT/DB"
+        ) from None
+    return url
 
 
 def utcnow() -> datetime:
@@ -85,6 +98,9 @@ class Database:
         if self.is_sqlite:
             path = self.url.split(":///", 1)[1]
             if path and path != ":memory:":
+                if Path(path).is_dir():
+                    raise UsageError(f"the SQLite store {path} is a directory: give --db / {DATABASE_URL_ENV} a file path, "
+                                     "e.g. sqlite+aiosqlite:///./.toolagent/toolagent.db")
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.engine: AsyncEngine = create_async_engine(self.url, connect_args={"timeout": 30})
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)

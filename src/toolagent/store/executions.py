@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ..engine.redaction import redact_values
 from ..tools.spec import ToolResult
 from . import engine_tables as et
 from .db import Database, as_utc
@@ -170,9 +171,9 @@ class Execution:
 
 
 def row_values(execution: Execution) -> dict[str, Any]:
-    """The `executions` columns of a record."""
+    """The `executions` columns of a record, secrets masked (arguments, metadata, result, error, reason)."""
     owner = execution.owner
-    return {
+    return redact_values({
         "id": execution.id, "tool": execution.tool, "category": execution.category, "risk": execution.risk,
         "status": execution.status, "denied": execution.denied, "denial": execution.denial, "user_name": execution.user,
         "level": execution.level, "api_key_id": execution.api_key_id, "session_id": execution.session_id,
@@ -182,7 +183,7 @@ def row_values(execution: Execution) -> dict[str, Any]:
         "result": execution.result.to_json() if execution.result is not None else None, "error": execution.error,
         "reason": execution.reason, "owner_pid": owner.pid if owner else None, "owner_host": owner.host if owner else None,
         "owner_boot": owner.boot if owner else None,
-    }
+    }, data=("arguments", "metadata", "result"), text=("error", "reason"))
 
 
 @dataclass(frozen=True)

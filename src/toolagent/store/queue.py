@@ -20,7 +20,8 @@ from ..status import RunStatus, StepStatus
 from . import tables as t
 from .db import Database, as_utc, utcnow
 from .owner import Owner
-from .runs import RunRow, RunStore, _row
+from ..engine.redaction import redact_values
+from .runs import _RUN_DATA, _RUN_TEXT, RunRow, RunStore, _row
 
 #: The queue of BUILD runs and the task that runs one (argument: the run id).
 BUILDS_QUEUE, BUILD_TASK = "builds", "toolagent.build"
@@ -89,6 +90,9 @@ class QueueStore:
         """
         self._require_postgres()
         now = utcnow()
+        # The shown columns are redacted as for any run; the worker runs from `plan`, which keeps
+        # what it needs (the payload included) until the run is run.
+        values = redact_values(values, data=_RUN_DATA, text=_RUN_TEXT)
         async with self.db.begin() as conn:
             await conn.execute(t.runs.insert().values(status=RunStatus.QUEUED, queued_at=now, started_at=now, **values))
             if steps:

@@ -1,4 +1,9 @@
-"""Store verbs for BUILD runs, their steps and their deliverables."""
+"""Store verbs for BUILD runs, their steps and their deliverables.
+
+Every write verb masks secrets (by key, by shape and by remembered value) in payloads, overrides,
+step params and results, errors and deliverables before they reach the database; the run in
+memory keeps the real values.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..engine.redaction import redact_values, remember_secrets
 from ..errors import NotFound
 from . import tables as t
 from .db import Database, as_utc, utcnow
@@ -123,6 +129,11 @@ def _row(cls: type[Any], row: Any) -> Any:
     return cls(**m)
 
 
+#: Columns passed through the redaction before a write (see `toolagent.engine.redaction`).
+_RUN_DATA, _RUN_TEXT = ("payload", "overrides"), ("error",)
+_STEP_DATA, _STEP_TEXT = ("params", "result"), ("error",)
+
+
 class RunStore:
     """Insert and read runs, steps and deliverables."""
 
@@ -132,6 +143,10 @@ class RunStore:
     async def create_run(self, **values: Any) -> None:
         """Insert a run in status `running` (with its steps as `pending`, if given), owned by this process."""
         steps = values.pop("steps", [])
+        # Secrets of the payload and overrides are masked in this run's every later record too.
+        remember_secrets(values.get("payload"), values.get("overrides"))
+        values = redact_values(values, data=_RUN_DATA, text=_RUN_TEXT)
+        steps = [redact_values(s, data=_STEP_DATA, text=_STEP_TEXT) for s in steps]
         me = Owner.current()
         values = {"owner_pid": me.pid, "owner_host": me.host, "owner_boot": me.boot, **values}
         async with self.db.begin() as conn:
@@ -204,6 +219,7 @@ class RunStore:
         """
         if not rows:
             return
+        rows = [redact_values(r, data=_STEP_DATA, text=_STEP_TEXT) for r in rows]
         keys = sorted(k for k in rows[0] if k != "position")
         live = sa.exists().where((t.runs.c.id == run_id) & (t.runs.c.status == "running"))
         stmt = (
@@ -218,6 +234,9 @@ class RunStore:
         """Set the run's outcome and save its deliverable in one transaction, if the run is still
         running; False (nothing written) when another outcome came first, e.g. the reaper closed
         the run of a worker it declared stopped."""
+        values = redact_values(values, data=_RUN_DATA, text=_RUN_TEXT)
+        if deliverable is not None:
+            deliverable = redact_values(deliverable, data=("data", "metadata"), text=("content",))
         async with self.db.begin() as conn:
             if deliverable is not None:
                 values["deliverable_id"] = deliverable["id"]

@@ -26,7 +26,7 @@ from ..engine.events import Event, EventBus
 from ..engine.executions import Execution, ExecutionStore, Owner
 from ..engine.limits import LimitStatus
 from ..engine.permissions import Decision
-from ..engine.redaction import redact
+from ..engine.redaction import redact, remember_secrets
 from ..status import ExecutionStatus
 from ..store.db import Connection
 from .base import CallContext, ToolCall
@@ -72,6 +72,8 @@ class Recorder:
     def draft(self, call: ToolCall, ctx: CallContext) -> Execution:
         """The `running` record a call would get (not stored)."""
         principal, key = ctx.principal, ctx.api_key
+        # The call's own secrets are masked wherever they come back (its result, its log lines).
+        remember_secrets(call.arguments, ctx.metadata)
         return Execution(
             id=call.execution_id, tool=call.name, category=call.entry.category, risk=call.entry.risk,
             status=ExecutionStatus.RUNNING, user=principal.name, started_at=datetime.fromtimestamp(call.started_s, UTC),

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import anyio
+
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from ..errors import ServerUnavailable, ToolCallError
@@ -47,12 +49,20 @@ class RetryingSource(WrappedSource):
 
     async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
         """The inner call, repeated while it raises an error that is safe to retry."""
+        try:
+            # The first attempt runs bare: most calls succeed, and they pay nothing for retrying.
+            return await self.inner.call_tool(call, ctx)
+        except ToolCallError as exc:
+            if self.attempts <= 1 or not safe_to_repeat(call, exc):
+                raise
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(max(1, self.attempts)),
+            stop=stop_after_attempt(self.attempts - 1),
             wait=wait_exponential(multiplier=self.first_wait_s, max=self.max_wait_s),
             retry=retry_if_exception(lambda exc: safe_to_repeat(call, exc)),
+            sleep=anyio.sleep,
             reraise=True,
         )
+        await anyio.sleep(min(self.first_wait_s, self.max_wait_s))
         async for attempt in retrying:
             with attempt:
                 return await self.inner.call_tool(call, ctx)

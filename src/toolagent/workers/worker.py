@@ -78,7 +78,8 @@ class WorkerState:
         runner = self.runtime.runner(CallContext(principal, api_key=key))
         self.runners[run_id] = runner
         try:
-            outcome = await runner.run(plan, queued["payload"], user=queued["user_id"],
+            payload = queued["plan"].get("payload", queued["payload"])  # the shown `payload` is redacted
+            outcome = await runner.run(plan, payload, user=queued["user_id"],
                                        metadata=queued["run_metadata"], run_id=run_id, claimed=True)
             self._tell(outcome.status, run_id)
         finally:

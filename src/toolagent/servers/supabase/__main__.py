@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--replace", action="store_true", help="drop existing demo tables first")
     load.add_argument("--reader-role", default="toolagent_reader",
                       help="read-only role to create for the server (default toolagent_reader; '' to skip)")
-    load.add_argument("--reader-password", default=os.environ.get("SUPABASE_READER_PASSWORD"),
+    load.add_argument("--reader-password", default=None,
                       help="its password (default: SUPABASE_READER_PASSWORD)")
     return parser
 
@@ -103,6 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from ...errors import EnvVarMissing
 
                 raise EnvVarMissing("SUPABASE_DB_URL")
+            if args.reader_password is None:
+                from .settings import SupabaseSettings
+
+                secret = SupabaseSettings.from_env().reader_password
+                args.reader_password = secret.get_secret_value() if secret is not None else None
             counts = load_demo_data(args.db_url, replace=args.replace, reader_role=args.reader_role or None,
                                     reader_password=args.reader_password)
             print(", ".join(f"{table}: {n} rows" for table, n in counts.items()))

@@ -13,6 +13,7 @@
 | `SUPABASE_LLM_MODEL` | `llm_model` | none |
 | `SUPABASE_LLM_ENDPOINT` | `llm_endpoint` | none (base URL, e.g. `https://host/v1`) |
 | `SUPABASE_LLM_API_KEY` | `llm_api_key` | none |
+| `SUPABASE_READER_PASSWORD` | `reader_password` | none; `load-demo` only |
 
 The LLM is used only when all four `SUPABASE_LLM_*` variables are set; none of them has a
 default. Setting only some of them is an error (naming the first one missing), never a silent
@@ -76,6 +77,8 @@ class SupabaseSettings(EnvSettings):
     """Base URL of the LLM API, e.g. `https://api.example.com/v1`."""
     llm_api_key: SecretStr | None = None
     """Bearer token for the LLM endpoint."""
+    reader_password: SecretStr | None = None
+    """Password of the read-only role `load-demo` creates (the server itself never reads it)."""
 
     @field_validator("allowed_tables", "allowed_catalog_tables", mode="before")
     @classmethod
