@@ -163,7 +163,7 @@ def _wait_ready(server: LiveServer, timeout_s: float = 60) -> None:
 
 
 def agent_body(definition: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    """A PUT /api/agents/{org}/{slug} body (PRD section 9 record) holding `definition` as JSON text."""
+    """A PUT /api/agents/{org}/{slug} body (the agents table's record) holding `definition` as JSON text."""
     name = definition.get("metadata", {}).get("name", "agent")
     return {"display_name": name, "agent_type": "tool", "mode_profile": "tool_full", "status": "active",
             "yaml": json.dumps(definition), **fields}

@@ -133,7 +133,7 @@ def test_put_inserts_updates_and_accepts_a_seed_record(as_user: dict[str, httpx.
     assert again.json()["outcome"] == "unchanged"
     changed = bob.put("/api/agents/team/upserted", json=agent_body(defn, description="second", version="1.0.1"))
     assert changed.json()["outcome"] == "updated" and changed.json()["agent"]["description"] == "second"
-    # A PRD section 10 seed record, keys included, as it is.
+    # A seed record, keys included, as it is.
     seed = {"organization_slug": "team", "slug": "seeded", **agent_body(defn),
             "context": {"supported_modes": ["build"]}}
     seeded = bob.put("/api/agents/team/seeded", json=seed)

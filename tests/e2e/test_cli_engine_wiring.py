@@ -185,7 +185,7 @@ def test_tools_list_and_show(env: dict[str, str]) -> None:
     listing = json.loads(stdout)
     tools = {t["name"]: t for t in listing["tools"]}
     assert code == 0 and "probe/pid" not in tools  # deprecated
-    assert listing["categories"] == ["database", "system", "memory", "agent"]  # the PRD's category order
+    assert listing["categories"] == ["database", "system", "memory", "agent"]  # CATEGORIES order
     assert [t["name"] for t in listing["categorizedTools"]["memory"]] == ["probe/echo"]
     assert {n: (tools[n]["risk"], tools[n]["runnable"]) for n in ("probe/add", "probe/make-number", "probe/fail")} == {
         "probe/add": ("moderate", True), "probe/make-number": ("dangerous", False), "probe/fail": ("dangerous", False)}

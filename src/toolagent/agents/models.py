@@ -1,4 +1,4 @@
-"""The agent configuration contract (PRD section 5) and the `agents` record (PRD section 9).
+"""The agent configuration contract (the definition document) and the `agents` table's record.
 
 Every model forbids unknown keys, so a typo is an error naming the nearest valid key rather
 than a silent fallback to a default.
@@ -105,7 +105,7 @@ class Deliverable(_Strict):
 
 
 class Configuration(_Strict):
-    """The authoritative `configuration` block (PRD 5.2)."""
+    """The authoritative `configuration` block: tools, their params, mode, stopOnError, security, deliverable."""
 
     prompt_prefix: str | None = Field(default=None, description="Instructions prefixed to prompts.")
     execution_capabilities: ExecutionCapabilities = Field(
@@ -137,7 +137,7 @@ class AgentDef(_Strict):
 
 
 class AgentRecord(BaseModel):
-    """A row of the `agents` table (PRD section 9)."""
+    """A row of the `agents` table."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -164,7 +164,7 @@ class AgentRecord(BaseModel):
         return f"{self.organization_slug}/{self.slug}"
 
 
-#: Request overrides accepted by a BUILD run (PRD section 11).
+#: Request overrides accepted by a BUILD run.
 OVERRIDABLE_KEYS = ("tools", "toolParams", "toolExecutionMode", "stopOnError")
 
 

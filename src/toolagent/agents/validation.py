@@ -27,7 +27,7 @@ MSG_NO_TOOLS = "No tools configured for this agent"
 
 
 def msg_no_namespace(name: str) -> str:
-    """The PRD's message for a tool without a namespace."""
+    """The message for a tool without a namespace (the contract's own wording)."""
     return f"Tool '{name}' must include namespace: expected 'namespace/tool'"
 
 

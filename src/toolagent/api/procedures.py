@@ -311,7 +311,7 @@ PROCEDURES: dict[str, Procedure] = {p.name: p for p in (
     Procedure("getActiveExecutions", "query", NoInput, ActiveOutput, get_active_executions),
     Procedure("getToolDetails", "query", ToolNameInput, ToolDetailsOutput, get_tool_details),
 )}
-"""tRPC name -> procedure (appendix A.1)."""
+"""tRPC name -> procedure: the tools router's procedures."""
 
 
 __all__ = [

@@ -120,7 +120,7 @@ async def get_agent(request: Request, org: _Org, slug: _Slug, caller: CallerDep)
 @router.put("/agents/{org}/{slug}", summary="Create or update an agent", response_model=schemas.AgentUpsertOutput,
             responses={**_INPUT, **_AUTH, 403: _error("`view_only` users may not change agents")})
 async def put_agent(request: Request, org: _Org, slug: _Slug, body: schemas.AgentUpsert, caller: CallerDep) -> Any:
-    """Upsert the PRD section 9 record by (organization, slug). The definition in `yaml` is validated
+    """Upsert the agent record by (organization, slug). The definition in `yaml` is validated
     first: a tool without namespace, a misspelled key or a bad template is a 400 naming each field
     (`yaml.configuration.tools[0]`, ...). `outcome` is `inserted`, `updated` or `unchanged`."""
     if not caller.may_edit_agents:
@@ -201,7 +201,7 @@ def _gate_build(svc: Services, caller: Caller, tools: list[str]) -> None:
                               "description": "`async: true`: recorded and running"},
                         **_INPUT, **_AUTH, **_AGENT})
 async def build(request: Request, org: _Org, slug: _Slug, body: schemas.BuildRequest, caller: CallerDep) -> Any:
-    """Run the agent with the PRD section 11 body: `payload` plus optional overrides (`tools`,
+    """Run the agent with a BUILD body: `payload` plus optional overrides (`tools`,
     `toolParams`, `toolExecutionMode`, `stopOnError`), `format`, `metadata`. Every step goes through
     the execution engine as the caller: permission level against the tool's risk, the agent's tool
     list, the API key's scope, rate limit and budget; a refused step is recorded `denied` with the

@@ -3,7 +3,7 @@
 Request models forbid unknown keys, so a misspelled key is a 400 naming it. Response models
 document the answers in the OpenAPI document; they allow extra keys, so a field added to a
 record's JSON form reaches clients before its documentation does. Agent records keep the
-PRD section 9 column names (snake_case); runs, steps and deliverables use the API's camelCase.
+`agents` table's column names (snake_case); runs, steps and deliverables use the API's camelCase.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ StepStatus = Literal["pending", "running", "success", "failed", "denied", "skipp
 
 
 class BuildRequest(BaseModel):
-    """PRD section 11: the payload plus optional overrides."""
+    """A BUILD request: the payload plus optional overrides."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -50,7 +50,7 @@ class BuildRequest(BaseModel):
 
 
 class AgentUpsert(BaseModel):
-    """PRD section 9 agent record for PUT. `organization_slug` and `slug` come from the path; when the
+    """The agent record for PUT. `organization_slug` and `slug` come from the path; when the
     body carries them too (a seed record sent as it is), they must match it."""
 
     model_config = ConfigDict(extra="forbid")
@@ -61,7 +61,7 @@ class AgentUpsert(BaseModel):
     agent_type: str = Field(min_length=1, description="Agent type, e.g. `tool`.")
     mode_profile: str = Field(min_length=1, description="Mode profile, e.g. `tool_full`.")
     status: str = Field(min_length=1, description="Lifecycle status, e.g. `active`.")
-    yaml: str = Field(min_length=1, description="The definition (PRD section 5) as a YAML or JSON string.")
+    yaml: str = Field(min_length=1, description="The agent definition as a YAML or JSON string.")
     description: str | None = Field(default=None, description="What the agent does.")
     context: Any = Field(default=None, description="Optional context (text or JSON).")
     plan_structure: Any = Field(default=None, description="Optional plan structure.")
@@ -83,7 +83,7 @@ class _Output(BaseModel):
 
 
 class AgentOut(_Output):
-    """A stored agent record (PRD section 9 columns) with the outcome of validating its definition."""
+    """A stored agent record (the `agents` table's columns) with the outcome of validating its definition."""
 
     organization_slug: str
     slug: str
@@ -173,7 +173,7 @@ class RunOut(_Output):
 
 
 class DeliverableOut(_Output):
-    """A run's deliverable: `content` rendered in `format`, `data` structured, PRD section 8 `metadata`."""
+    """A run's deliverable: `content` rendered in `format`, `data` structured, run `metadata`."""
 
     id: str
     runId: str

@@ -1,6 +1,6 @@
 """Permission levels, tool risk, categories, API key scopes and the gate's pure decision.
 
-The matrix (PRD FR-007 / FR-008):
+Which permission level may run which risk:
 
 | level \\ risk      | safe | moderate | dangerous |
 | ---                | ---  | ---      | ---       |
@@ -34,7 +34,7 @@ Plan = Literal["free", "starter", "team", "enterprise"]
 LEVELS: Final[tuple[Level, ...]] = ("view_only", "execute_basic", "execute_advanced", "admin")
 #: Risk levels, mildest first.
 RISKS: Final[tuple[Risk, ...]] = ("safe", "moderate", "dangerous")
-#: The ten tool categories of PRD FR-003.
+#: The ten tool categories, in discovery order.
 CATEGORIES: Final[tuple[Category, ...]] = (
     "browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent",
 )

@@ -3,7 +3,7 @@
 Risk, first source that answers:
 
 1. the operator: the engine config's `tools` entry, else `ToolSpec.risk` from the server config;
-2. the PRD's table (appendix B and FR-008): the qualified name (`file/read`, `shell/exec`), the
+2. the built-in risk table (`TABLE_RISK`, `FLAT_RISK`): the qualified name (`file/read`, `shell/exec`), the
    flat names (`file_read`, `http_request`), or — when the tool's category is known — a word of
    its name that the table lists as a verb of that category (`read_file` in category `file` is
    `file/read`, safe). When several words match, the riskiest wins. Nothing else is guessed;
@@ -14,7 +14,7 @@ Risk, first source that answers:
 
 Category, first source that answers (each entry records which, as `category_source`): the
 engine config's `tools` entry or `ToolSpec.category` (`operator`), the server's name when it is a
-category (`file/read`: `server`), the PRD's flat names (`http_request` is web: `tool`), what
+category (`file/read`: `server`), the table's flat names (`http_request` is web: `tool`), what
 `tools/category.py` infers from the server's name, the tool's name and title and its annotations
 (`server`, `tool`, `annotations`), else `agent` (`default`). The verb table of step 2 of the risk
 order applies only to a category from the operator or the server's name: a category a server
@@ -41,7 +41,7 @@ FALLBACK_CATEGORY: Final = "agent"
 #: Risk of tools nothing classifies.
 FALLBACK_RISK: Final = "dangerous"
 
-#: PRD appendix B: qualified names.
+#: Risk of well-known qualified tool names (`category/verb`).
 TABLE_RISK: Final[dict[str, str]] = {
     "browser/navigate": "safe", "browser/click": "moderate", "browser/type": "moderate", "browser/extract": "safe",
     "browser/screenshot": "safe", "browser/scroll": "moderate", "browser/wait": "moderate", "browser/close": "dangerous",
@@ -50,7 +50,7 @@ TABLE_RISK: Final[dict[str, str]] = {
     "shell/exec": "dangerous", "shell/script": "dangerous",
     "web/get": "safe", "web/post": "moderate", "web/put": "moderate", "web/delete": "dangerous", "web/download": "moderate",
 }
-#: PRD FR-008: flat tool names, with the category each belongs to.
+#: Risk of well-known flat tool names, with the category each belongs to.
 FLAT_RISK: Final[dict[str, tuple[str, str]]] = {
     "retrieve_documentation": ("safe", "memory"), "file_read": ("safe", "file"), "file_list": ("safe", "file"),
     "file_search": ("safe", "file"), "retrieve_data": ("safe", "memory"), "browser_navigate": ("safe", "browser"),
@@ -294,7 +294,7 @@ class Registry:
         include_disabled: bool = False,
         level: str | None = None,
     ) -> ToolListing:
-        """Discovery: filter, then group by category (in the PRD's category order).
+        """Discovery: filter, then group by category (in `CATEGORIES` order).
 
         Args:
             category: Only this category.

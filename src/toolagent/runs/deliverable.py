@@ -78,7 +78,7 @@ def deliverable_metadata(
     plan: BuildPlan, steps: Sequence[StepState], *, run_id: str, status: str,
     started_at: datetime, ended_at: datetime, duration_ms: float,
 ) -> dict[str, Any]:
-    """The PRD's run metadata (toolsExecuted, successfulTools, ...) plus run and agent identity."""
+    """The run metadata (toolsExecuted, successfulTools, ...) plus run and agent identity."""
     ran = [s for s in steps if s.status in ("success", "failed")]
     return {
         "toolsExecuted": len(ran),

@@ -48,7 +48,7 @@ class BuildPlan:
 
 
 def merge_overrides(definition: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Apply PRD section 11 overrides to a definition document.
+    """Apply a BUILD request's overrides to a definition document.
 
     `tools`, `toolExecutionMode` and `stopOnError` replace; `toolParams` merges per tool, the
     request's keys winning over the definition's.

@@ -1,4 +1,4 @@
-"""Fail-fast validation of agent definitions: PRD messages, typos, enums, templates, syntax."""
+"""Fail-fast validation of agent definitions: contract messages, typos, enums, templates, syntax."""
 
 from __future__ import annotations
 

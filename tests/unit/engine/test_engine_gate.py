@@ -107,7 +107,7 @@ def spec(name: str, **kw: object) -> ToolSpec:
     ("web/post", {}, "moderate", "table"),
     ("shell/exec", {}, "dangerous", "table"),
     ("browser/close", {}, "dangerous", "table"),
-    ("tools/file_read", {}, "safe", "table"),                       # FR-008 flat name
+    ("tools/file_read", {}, "safe", "table"),                       # a flat name of the risk table
     ("tools/http_request", {}, "moderate", "table"),
     ("fs/read_file", {"category": "file"}, "safe", "table"),        # category + verb from the table
     ("fs/write_file", {"category": "file"}, "dangerous", "table"),
