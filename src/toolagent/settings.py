@@ -12,6 +12,8 @@
 | `TOOLAGENT_MAX_BODY_BYTES` | `max_body_bytes` | 1048576 (1 MiB) |
 | `TOOLAGENT_FLOW_MAX_ITEMS` | `flow_max_items` | 1000 |
 | `TOOLAGENT_FLOW_MAX_CHARS` | `flow_max_chars` | 200000 |
+| `TOOLAGENT_EXECUTION` | `execution` | `inprocess` |
+| `TOOLAGENT_WORKER_STALLED_S` | `worker_stalled_s` | 60 |
 
 Empty values count as unset. The environment is read when `Settings.from_env()` is called, not
 at import, so a variable set later (a test, a parent process) is seen by the next reader. The MCP
@@ -112,6 +114,10 @@ class Settings(EnvSettings):
     """Longest list a step's result passes on to later steps."""
     flow_max_chars: int | None = Field(None, ge=1)
     """Longest string a step's result passes on to later steps."""
+    execution: str | None = Field(None, pattern="^(inprocess|queue)$")
+    """`queue`: BUILD runs are submitted to the workers (PostgreSQL); `inprocess` (default): run here."""
+    worker_stalled_s: float | None = Field(None, gt=0)
+    """Seconds without a heartbeat after which a worker counts as stopped and its runs are reaped."""
 
     @classmethod
     def env_names(cls) -> dict[str, str]:
@@ -132,7 +138,8 @@ class Settings(EnvSettings):
             field = str(first["loc"][0]) if first["loc"] else ""
             var = ENV_PREFIX + field.upper()
             raw: Any = first.get("input")
-            kind = "a positive integer" if field.startswith("flow_max_") else "valid"
+            kind = ("a positive integer" if field.startswith("flow_max_") else "inprocess or queue"
+                    if field == "execution" else "a positive number" if field == "worker_stalled_s" else "valid")
             raise UsageError(f"{var} must be {kind}, got {raw!r}") from exc
 
 

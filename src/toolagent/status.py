@@ -47,8 +47,9 @@ class StepStatus(StrEnum):
 
 
 class RunStatus(StrEnum):
-    """A BUILD run's status."""
+    """A BUILD run's status (`queued`: submitted to the workers, not started yet)."""
 
+    QUEUED = "queued"
     RUNNING = "running"
     SUCCESS = "success"
     FAILED = "failed"

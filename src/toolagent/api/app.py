@@ -149,6 +149,12 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
             if metrics_auth == "admin" and not caller.is_admin:
                 raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may not read /metrics: requires admin")
         snapshot = (await svc.runtime.metrics()).to_prometheus(await _discovery(svc))
+        if not svc.store.db.is_sqlite:  # the workers' queue (see `toolagent.workers`)
+            from dataclasses import replace as _replace
+
+            from ..workers.app import stalled_after_s
+            counts = {(c.queue, c.status): c.count for c in await svc.store.queue.counts()}
+            snapshot = _replace(snapshot, queue=counts, workers=await svc.store.queue.worker_count(stalled_after_s()))
         return Response(render(snapshot, http=request.app.state.http_metrics), media_type=CONTENT_TYPE)
 
     from .routes_agents import router as agents_router

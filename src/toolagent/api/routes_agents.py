@@ -29,6 +29,8 @@ from ..agents import AgentRecord, load_record
 from ..engine.permissions import decide
 from ..errors import DefinitionInvalid, NotFound, PermissionDenied, ToolAgentError, UsageError
 from ..runs import new_run_id, plan_build
+from ..workers.app import submitting
+from ..workers.submit import follow_run, submit_run
 from ..store.owner import Owner, gone
 from ..store.runs import RunRow, StepRow
 from ..status import RunStatus, StepStatus
@@ -217,6 +219,16 @@ async def build(request: Request, org: _Org, slug: _Slug, body: schemas.BuildReq
         # The merged definition is checked whole; the body's override keys are top level.
         return _invalid(exc, "", strip="configuration.")
     run_id = new_run_id()
+    if submitting(getattr(request.app.state, "submit_runs", False)) and not svc.store.db.is_sqlite:
+        # To the workers (`toolagent worker`): stored `queued` with its job in one transaction.
+        await submit_run(svc.store, plan, body.payload, caller.principal, api_key=caller.api_key,
+                         metadata=body.metadata, user=caller.user_id, run_id=run_id)
+        if body.async_:
+            return JSONResponse({"success": True, "runId": run_id, "status": RunStatus.QUEUED, "links": _links(run_id)},
+                                status_code=202)
+        row = await follow_run(svc.store, run_id)
+        return {"success": row.status == RunStatus.SUCCESS, "run": await _run_json(svc, row),
+                "deliverable": (await svc.store.runs.get_deliverable(run_id)).to_json()}
     live = svc.runs.begin(run_id, caller.runner(svc))
     if body.async_:
         await svc.runs.start(svc.task_group, live, plan, body.payload, user=caller.user_id, metadata=body.metadata)
@@ -250,6 +262,15 @@ async def cancel_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any
     when the run has already ended."""
     svc = services(request)
     row = await _visible_run(svc, run_id, caller)
+    if row.status == RunStatus.QUEUED:
+        # Submitted to the workers, not started: it ends cancelled without starting, its job with it.
+        if await svc.store.queue.cancel_queued_run(run_id, caller.name):
+            row = await svc.store.runs.get_run(run_id)
+            return {"success": True, "runId": run_id, "status": row.status, "message": "run cancelled before it started",
+                    "run": await _run_json(svc, row)}
+        row = await svc.store.runs.get_run(run_id)  # a worker claimed it meanwhile
+    elif row.status == RunStatus.RUNNING and row.job_id is not None:
+        await svc.store.queue.abort_job(run_id)  # on a worker: its job's task is cancelled at once
     if row.status != RunStatus.RUNNING:
         raise UsageError(f"run '{run_id}' is not running (it ended {row.status}); only running runs can be cancelled")
     # Through the engine first, as `toolagent runs cancel` does: the running calls end "cancelled by

@@ -49,6 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "executions": ("engine", "Tool executions: running ones, one in full, cancel, prune."),
     "audit": ("audit", "Verify, export and list the audit log."),
     "sql": ("sql", "Check SQL with the guard the runner and the Supabase server use."),
+    "worker": ("worker", "Run submitted BUILD runs until SIGTERM (needs a PostgreSQL store and the workers extra)."),
+    "queue": ("worker", "Jobs per queue and status, the live workers, and the newest jobs (PostgreSQL)."),
 }
 
 GLOBAL_PANEL = "Global options (also accepted after the command)"

@@ -27,6 +27,7 @@ from ..runtime import Runtime
 from ..tools.base import CallContext
 from ..status import RunStatus, StepStatus
 from .tools import cli_runtime, namespaces_of
+from .worker import submit_build, submit_wanted
 
 runs_app = typer.Typer(help="Inspect and cancel BUILD runs.", no_args_is_help=True)
 deliverables_app = typer.Typer(help="Inspect deliverables.", no_args_is_help=True)
@@ -53,7 +54,8 @@ def _progress(event: RunEvent) -> None:
         err.print(f"{mark} {step.tool} [dim]{took}[/]{why}", markup=True)
 
 
-async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, *, seed_first: bool = False) -> int:
+async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, *, seed_first: bool = False,
+                 submit: bool = False, wait: bool = False) -> int:
     if payload is not None and not isinstance(payload, dict):
         raise UsageError("--payload must be a JSON object")
     if overrides is not None and not isinstance(overrides, dict):
@@ -66,6 +68,12 @@ async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, 
         agent = await load_agent(agent_ref, store)
         plan = plan_build(agent, overrides, deliverable_format=fmt)
         check_payload(plan.agent_ref, plan.steps, payload)
+        if submit_wanted(submit):
+            # To the workers instead (PostgreSQL): see `cli/worker.py`.
+            code = await submit_build(store, plan, payload, explicit=submit, wait=wait,
+                                      progress=_progress if is_tty() or not state.json else None)
+            if code is not None:
+                return code
         async with cli_runtime(config, store=store) as (runtime, principal):
             # Only the servers the plan uses are started (concurrently), not every configured one.
             await runtime.catalogue.refresh(namespaces_of(plan.tools))
@@ -93,6 +101,9 @@ def build(
         help="Overrides JSON or @file.json: tools, toolParams, toolExecutionMode, stopOnError.",
     ),
     fmt: str | None = typer.Option(None, "--format", "-f", help="Deliverable format: json, markdown or text."),
+    submit: bool = typer.Option(False, "--submit", help="Queue the run for `toolagent worker` (PostgreSQL) instead "
+                                "of running it here (also: TOOLAGENT_EXECUTION=queue); prints the run id."),
+    wait: bool = typer.Option(False, "--wait", help="With --submit: follow the run to its end, as a local build."),
 ) -> None:
     """Run an agent's BUILD: call its tools over MCP and store a deliverable.
 
@@ -109,7 +120,7 @@ def build(
     """
     body_payload = read_json_arg(payload, "--payload")
     body_override = read_json_arg(override, "--override")
-    code = run(lambda: _build(agent, body_payload, body_override, fmt))
+    code = run(lambda: _build(agent, body_payload, body_override, fmt, submit=submit, wait=wait))
     raise typer.Exit(code)
 
 
@@ -217,7 +228,15 @@ def runs_cancel(
                 raise missing from None
             if not me.is_admin and row.user_id != me.name:
                 raise missing
-            if row.status != RunStatus.RUNNING:
+            if row.status == RunStatus.QUEUED:
+                # Submitted, not started: it ends cancelled without starting, its job with it.
+                if not await store.queue.cancel_queued_run(run_id, me.name):
+                    row = await store.runs.get_run(run_id)  # a worker claimed it meanwhile
+            elif row.status == RunStatus.RUNNING and row.job_id is not None:
+                # On a worker: its job's task is cancelled at once (procrastinate abort); the
+                # flags below reach its running step too.
+                await store.queue.abort_job(run_id)
+            if row.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
                 raise UsageError(f"run '{run_id}' is not running (it ended {row.status}); only running runs can be cancelled")
             asked: set[str] = set()
             with anyio.move_on_after(wait_s):

@@ -34,6 +34,8 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
     port: int = typer.Option(8080, "--port", min=1, max=65535, help="TCP port."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+    submit: bool = typer.Option(False, "--submit", help="Queue BUILD runs for `toolagent worker` (PostgreSQL) "
+                                "instead of running them in this process (also: TOOLAGENT_EXECUTION=queue)."),
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers."""
     ensure_can_listen(host, port)
@@ -45,11 +47,19 @@ def serve(
     # whatever the CLI's quieter default.
     configure_logging(level="DEBUG" if state.debug else None, lifecycle=True)
 
+    if submit:
+        from ..store.db import default_url, normalize_url
+
+        if normalize_url(state.db or default_url()).startswith("sqlite"):
+            fail("--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL (or --db) "
+                 "to postgresql://USER@HOST/DB; with SQLite, drop --submit to run builds here", EXIT_USAGE)
+
     async def body() -> None:
         config = ServersConfig.load(state.servers)
         err.print(f"toolagent API on http://{host}:{port} (servers: {', '.join(config.enabled) or 'none'})")
-        server = uvicorn.Server(uvicorn.Config(create_app(db=state.db, servers=config), host=host, port=port,
-                                               log_level=log_level))
+        api = create_app(db=state.db, servers=config)
+        api.state.submit_runs = submit  # read by the BUILD route (see `toolagent.workers`)
+        server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level=log_level))
         await server.serve()
 
     run(body)

@@ -14,6 +14,8 @@ exposition (format 0.0.4) a scraper reads. The API's request counts and latencie
 | `tool_executions_active` | gauge | |
 | `tool_user_executions_total` | counter | user, status (`success`, `failed`, `cancelled`, `denied`) |
 | `tool_discovery_count` | gauge | agent_id |
+| `toolagent_queue_jobs` | gauge | queue, status (procrastinate's: `todo`, `doing`, `succeeded`, ...; PostgreSQL) |
+| `toolagent_workers` | gauge | (live workers: heartbeat within `TOOLAGENT_WORKER_STALLED_S`; PostgreSQL) |
 | `http_requests_total` | counter | method, route, status |
 | `http_request_duration_seconds` | histogram | method, route |
 
@@ -164,6 +166,10 @@ class PromSnapshot:
     http: Sequence[PromHttpFigures] = ()
     buckets_s: Sequence[float] = DEFAULT_BUCKETS_S
     """Bounds used for raw durations."""
+    queue: Mapping[tuple[str, str], int] | None = None
+    """Jobs per (queue, status) of the workers' queue; None: no queue (SQLite)."""
+    workers: int | None = None
+    """Live workers; None: no queue (SQLite)."""
 
 
 class HttpMetrics:
@@ -244,6 +250,14 @@ class SnapshotCollector(Collector):
         for agent_id, count in snap.discovery.items():
             discovery.add_metric((agent_id,), count)
         yield discovery
+        if snap.queue is not None:
+            jobs = GaugeMetricFamily("toolagent_queue_jobs", "Jobs of the workers' queue, by queue and status.",
+                                     labels=("queue", "status"))
+            for key in sorted(snap.queue):
+                jobs.add_metric(key, snap.queue[key])
+            yield jobs
+        if snap.workers is not None:
+            yield GaugeMetricFamily("toolagent_workers", "Workers with a live heartbeat.", value=snap.workers)
         if self.http is not None:
             yield from self.http.collect()
             return

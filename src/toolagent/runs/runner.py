@@ -121,12 +121,16 @@ class BuildRunner:
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     flow_cap: FlowCap = field(default_factory=FlowCap)
     _active: dict[str, anyio.CancelScope] = field(default_factory=dict)
+    _reasons: dict[str, str] = field(default_factory=dict)
 
-    def cancel(self, run_id: str) -> bool:
-        """Cancel a run of this process; its running steps are cancelled and recorded."""
+    def cancel(self, run_id: str, reason: str | None = None) -> bool:
+        """Cancel a run of this process; its running steps are cancelled and recorded (the run's
+        error is `reason`, default "run cancelled")."""
         scope = self._active.get(run_id)
         if scope is None:
             return False
+        if reason is not None:
+            self._reasons.setdefault(run_id, reason)
         scope.cancel()
         return True
 
@@ -139,10 +143,12 @@ class BuildRunner:
         metadata: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         on_event: EventSink | None = None,
+        claimed: bool = False,
     ) -> RunOutcome:
         """Execute the plan; never raises for step failures (they are in the outcome).
 
-        `user` is recorded as the run's user (default: the caller's name).
+        `user` is recorded as the run's user (default: the caller's name). `claimed`: the run
+        `run_id` is already stored and running (a worker claimed a submitted run), not inserted here.
 
         Raises:
             StoreError: the run could not be recorded at all.
@@ -157,12 +163,13 @@ class BuildRunner:
         }
         ctx = _Run(plan, run_id, dict(payload or {}), meta, steps, _emitter(on_event),
                    StepWriter(self.store, run_id), started, time.perf_counter())
-        await self.store.runs.create_run(
-            id=run_id, organization_slug=plan.organization_slug, agent_slug=plan.agent_slug,
-            agent_version=plan.agent_version, user_id=user, status=RUNNING, execution_mode=plan.mode.value,
-            stop_on_error=plan.stop_on_error, payload=ctx.payload, overrides=plan.overrides or None,
-            started_at=started, steps=[{"position": s.position, "tool": s.tool, "status": PENDING} for s in steps],
-        )
+        if not claimed:
+            await self.store.runs.create_run(
+                id=run_id, organization_slug=plan.organization_slug, agent_slug=plan.agent_slug,
+                agent_version=plan.agent_version, user_id=user, status=RUNNING, execution_mode=plan.mode.value,
+                stop_on_error=plan.stop_on_error, payload=ctx.payload, overrides=plan.overrides or None,
+                started_at=started, steps=[{"position": s.position, "tool": s.tool, "status": PENDING} for s in steps],
+            )
         await ctx.emit(RunEvent("run_started", run_id))
         status, error = RUNNING, None
         scope = anyio.CancelScope()
@@ -177,15 +184,16 @@ class BuildRunner:
                     with anyio.CancelScope(shield=True):
                         await ctx.writer.close()
             if scope.cancelled_caught:
-                status, error = CANCELLED, "run cancelled"
+                status, error = CANCELLED, self._reasons.get(run_id) or "run cancelled"
         except BaseException as exc:
             status = CANCELLED if isinstance(exc, anyio.get_cancelled_exc_class()) else FAILED
-            error = "run cancelled" if status == CANCELLED else f"run failed: {exc}"
+            error = (self._reasons.get(run_id) or "run cancelled") if status == CANCELLED else f"run failed: {exc}"
             with anyio.CancelScope(shield=True):
                 await self._finish(ctx, status, error)
             raise
         finally:
             self._active.pop(run_id, None)
+            self._reasons.pop(run_id, None)
         if status == RUNNING:
             failed = [s for s in steps if s.status in (FAILED, DENIED)]
             # A step cancelled through the engine (`cancel_run` from another process) ends the

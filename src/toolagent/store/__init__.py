@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from .agents import AgentStore, UpsertOutcome
+from .queue import QueueStore
 from .runs import DeliverableRow, RunRow, RunStore, StepRow
 from .db import DATABASE_URL_ENV, Database, default_url, normalize_url
 
@@ -20,6 +21,7 @@ class Store:
         self.db = Database(url)
         self.agents = AgentStore(self.db)
         self.runs = RunStore(self.db)
+        self.queue = QueueStore(self.db)
 
     @property
     def url(self) -> str:

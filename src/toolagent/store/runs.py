@@ -43,6 +43,22 @@ class RunRow:
     """The process that ran it (with the next two: see `RunStore.close_interrupted`)."""
     owner_host: str | None = None
     owner_boot: str | None = None
+    plan: Any = None
+    """Submitted runs (see `store/queue.py`): the plan a worker runs, as JSON."""
+    principal: str | None = None
+    """The user a submitted run runs as."""
+    api_key_id: str | None = None
+    """The API key a submitted run was asked with (re-checked at every step)."""
+    run_metadata: Any = None
+    """The request's metadata."""
+    queued_at: datetime | None = None
+    """When it was submitted."""
+    job_id: int | None = None
+    """Its procrastinate job."""
+    worker: str | None = None
+    """The worker that claimed it."""
+    worker_host: str | None = None
+    """That worker's host."""
 
     def to_json(self) -> dict[str, Any]:
         """API/CLI form."""
@@ -107,7 +123,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def _row(cls: type[Any], row: Any) -> Any:
     m = dict(row._mapping)
-    for key in ("started_at", "ended_at", "created_at"):
+    for key in ("started_at", "ended_at", "created_at", "queued_at"):
         if key in m:
             m[key] = as_utc(m[key])
     return cls(**m)
@@ -152,7 +168,9 @@ class RunStore:
         """
         me = me or Owner.current()
         c = t.runs.c
-        query = sa.select(c.id, c.started_at, c.owner_pid, c.owner_host, c.owner_boot).where(c.status == "running")
+        # A worker's runs are the reaper's (`toolagent.workers.reaper`): it names the worker and the step.
+        query = sa.select(c.id, c.started_at, c.owner_pid, c.owner_host, c.owner_boot).where(
+            (c.status == "running") & c.worker.is_(None))
         if run_id is not None:
             query = query.where(c.id == run_id)
         async with self.db.begin() as conn:
@@ -194,29 +212,41 @@ class RunStore:
         await conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(deliverable_id=deliverable["id"]))
 
     async def update_steps(self, run_id: str, rows: list[dict[str, Any]]) -> None:
-        """Update several steps of a run in one transaction; each row has `position` and the same keys."""
+        """Update several steps of a run in one transaction; each row has `position` and the same keys.
+
+        Only while the run is running: a late write for a run already closed (its worker declared
+        stopped) is discarded.
+        """
         if not rows:
             return
         rows = [redact_values(r, data=_STEP_DATA, text=_STEP_TEXT) for r in rows]
         keys = sorted(k for k in rows[0] if k != "position")
+        live = sa.exists().where((t.runs.c.id == run_id) & (t.runs.c.status == "running"))
         stmt = (
             t.run_steps.update()
-            .where((t.run_steps.c.run_id == run_id) & (t.run_steps.c.position == sa.bindparam("b_position")))
+            .where((t.run_steps.c.run_id == run_id) & (t.run_steps.c.position == sa.bindparam("b_position")) & live)
             .values({k: sa.bindparam(f"b_{k}") for k in keys})
         )
         async with self.db.begin() as conn:
             await conn.execute(stmt, [{f"b_{k}": row[k] for k in ("position", *keys)} for row in rows])
 
-    async def finish_run(self, run_id: str, *, deliverable: dict[str, Any] | None, **values: Any) -> None:
-        """Set the run's outcome and save its deliverable in one transaction."""
+    async def finish_run(self, run_id: str, *, deliverable: dict[str, Any] | None, **values: Any) -> bool:
+        """Set the run's outcome and save its deliverable in one transaction, if the run is still
+        running; False (nothing written) when another outcome came first, e.g. the reaper closed
+        the run of a worker it declared stopped."""
         values = redact_values(values, data=_RUN_DATA, text=_RUN_TEXT)
         if deliverable is not None:
             deliverable = redact_values(deliverable, data=("data", "metadata"), text=("content",))
         async with self.db.begin() as conn:
             if deliverable is not None:
-                await conn.execute(t.deliverables.insert().values(run_id=run_id, **deliverable))
                 values["deliverable_id"] = deliverable["id"]
-            await conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(**values))
+            done = await conn.execute(t.runs.update().where((t.runs.c.id == run_id) & (t.runs.c.status == "running"))
+                                      .values(**values))
+            if not done.rowcount:
+                return False
+            if deliverable is not None:
+                await conn.execute(t.deliverables.insert().values(run_id=run_id, **deliverable))
+        return True
 
     async def get_run(self, run_id: str) -> RunRow:
         """One run.

@@ -54,8 +54,19 @@ runs = sa.Table(
     sa.Column("owner_pid", sa.Integer),
     sa.Column("owner_host", sa.String(255)),
     sa.Column("owner_boot", sa.String(64)),
+    # Submitted to the workers (migration 6): what a worker needs to run it as its caller, and
+    # which worker claimed it (a run whose worker stopped is closed by the reaper, not by owner_pid).
+    sa.Column("plan", JSON),
+    sa.Column("principal", sa.String(200)),
+    sa.Column("api_key_id", sa.String(64)),
+    sa.Column("run_metadata", JSON),
+    sa.Column("queued_at", TS),
+    sa.Column("job_id", sa.BigInteger),
+    sa.Column("worker", sa.String(100)),
+    sa.Column("worker_host", sa.String(255)),
     sa.Index("ix_runs_agent", "organization_slug", "agent_slug", "started_at"),
     sa.Index("ix_runs_started", "started_at"),
+    sa.Index("ix_runs_status", "status"),
 )
 
 run_steps = sa.Table(

@@ -1,0 +1,86 @@
+"""Queued runs in the store: submitting defers the job in the same transaction, a claim happens
+once, and a late result of a worker already declared stopped is discarded."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from toolagent.errors import StoreError, UsageError
+from toolagent.store import open_store
+from toolagent.store.db import utcnow
+
+pytestmark = pytest.mark.anyio
+
+RUN = {"id": "run_1", "organization_slug": "tests", "agent_slug": "a", "user_id": "alice", "execution_mode": "sequential",
+       "stop_on_error": True, "plan": {"agent": "tests/a"}, "principal": "alice"}
+STEPS = [{"position": 0, "tool": "q/write"}, {"position": 1, "tool": "q/noop"}]
+
+
+async def jobs_of(store, run_id: str) -> list[str]:  # type: ignore[no-untyped-def]
+    return [j.status for j in await store.queue.jobs() if j.args == {"run_id": run_id}]
+
+
+async def test_submit_stores_the_run_and_its_job_together_or_neither(pg_url: str) -> None:
+    async with open_store(pg_url) as store:
+        job_id = await store.queue.submit_run(steps=STEPS, **RUN)
+        row = await store.runs.get_run("run_1")
+        assert row.status == "queued" and row.job_id == job_id and row.queued_at is not None
+        assert await jobs_of(store, "run_1") == ["todo"]
+        # A second submission with the same id fails on the run's key: its job is rolled back too.
+        with pytest.raises(StoreError):
+            await store.queue.submit_run(steps=STEPS, **RUN)
+        assert await jobs_of(store, "run_1") == ["todo"]
+        assert len(await store.queue.jobs()) == 1
+
+
+async def test_a_run_is_claimed_once_and_a_cancelled_one_never(pg_url: str) -> None:
+    async with open_store(pg_url) as store:
+        await store.queue.submit_run(steps=STEPS, **RUN)
+        first = await store.queue.claim_run("run_1", worker="7", host="h1")
+        assert first is not None and first.status == "running" and first.worker == "7"
+        assert await store.queue.claim_run("run_1", worker="8", host="h2") is None
+        await store.queue.submit_run(steps=STEPS, **{**RUN, "id": "run_2"})
+        assert await store.queue.cancel_queued_run("run_2", "alice")
+        assert await store.queue.claim_run("run_2", worker="7", host="h1") is None
+        assert await jobs_of(store, "run_2") == ["cancelled"]
+        assert (await store.runs.get_deliverable("run_2")).metadata["interrupted"] is True
+
+
+async def test_a_late_result_of_a_stopped_worker_is_discarded(pg_url: str) -> None:
+    async with open_store(pg_url) as store:
+        job_id = await store.queue.submit_run(steps=STEPS, **RUN)
+        await store.queue.claim_run("run_1", worker="7", host="h1")
+        async with store.db.begin() as conn:  # the job as a worker holds it
+            await conn.execute(sa.text("UPDATE procrastinate_jobs SET status = 'doing' WHERE id = :id"), {"id": job_id})
+        await store.runs.update_steps("run_1", [{"position": 0, "status": "running", "started_at": utcnow()}])
+        reason = "interrupted: worker 7 (pid 1) on h1 stopped; outcome of q/write unknown"
+        assert await store.queue.close_stalled_run("run_1", job_id, reason)
+        assert await jobs_of(store, "run_1") == ["failed"]
+        # The stopped worker answers after all: neither its steps nor its outcome are written.
+        await store.runs.update_steps("run_1", [{"position": 0, "status": "success", "started_at": utcnow()}])
+        done = await store.runs.finish_run("run_1", deliverable={"id": "dlv_late", "format": "json", "type": "t",
+                                                                 "content": "{}", "data": {}, "metadata": {},
+                                                                 "created_at": utcnow()},
+                                           status="success", error=None, ended_at=utcnow())
+        assert done is False
+        row = await store.runs.get_run("run_1")
+        assert row.status == "failed" and row.error == reason and row.deliverable_id != "dlv_late"
+        assert [s.status for s in await store.runs.get_steps("run_1")] == ["failed", "skipped"]
+
+
+async def test_the_queue_needs_postgres(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 's.db'}") as store:
+        with pytest.raises(UsageError, match="TOOLAGENT_DATABASE_URL"):
+            await store.queue.submit_run(steps=STEPS, **RUN)
+
+
+async def test_a_queued_run_whose_job_a_stopped_worker_fetched_gets_a_new_job(pg_url: str) -> None:
+    async with open_store(pg_url) as store:
+        job_id = await store.queue.submit_run(steps=STEPS, **RUN)
+        async with store.db.begin() as conn:  # fetched by a worker that then died before its claim
+            await conn.execute(sa.text("UPDATE procrastinate_jobs SET status = 'doing' WHERE id = :id"), {"id": job_id})
+        new_job = await store.queue.redefer_run("run_1", job_id)
+        assert new_job is not None and new_job != job_id
+        assert sorted(await jobs_of(store, "run_1")) == ["failed", "todo"]
+        assert (await store.runs.get_run("run_1")).job_id == new_job
