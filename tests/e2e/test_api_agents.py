@@ -464,3 +464,15 @@ def test_events_of_a_run_whose_process_is_killed_end_with_it_interrupted(server:
             ("run_finished", None, None),
         ]
         assert events[-1]["status"] == "failed"
+
+
+def test_a_killed_cli_build_reads_as_interrupted_at_once(server: LiveServer, users: dict[str, User]) -> None:
+    """No event stream follows it: the next read or cancel of the run sees that its process is gone."""
+    with cli_build(server) as (cli, run_id), server.client(users["bob"]) as bob:
+        cli.kill()
+        cli.wait(10)
+        run = bob.get(f"/api/runs/{run_id}").json()["run"]
+        assert (run["status"], run["error"]) == (
+            "failed", f"interrupted: process {cli.pid} on {socket.gethostname()} ended before it finished")
+        cancel = bob.post(f"/api/runs/{run_id}/cancel")
+        assert cancel.status_code == 400 and "not running" in cancel.json()["error"]["message"]

@@ -7,6 +7,7 @@ memory keeps the real values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -258,6 +259,8 @@ class RunStore:
             row = (await conn.execute(sa.select(t.runs).where(t.runs.c.id == run_id))).first()
         if row is None:
             raise NotFound(f"run '{run_id}' not found")
+        if await self._close_if_orphaned([row]):
+            return await self.get_run(run_id)
         return _row(RunRow, row)
 
     async def get_steps(self, run_id: str) -> list[StepRow]:
@@ -282,7 +285,24 @@ class RunStore:
             query = query.where(t.runs.c.status == status)
         async with self.db.begin() as conn:
             rows = (await conn.execute(query)).all()
+        if await self._close_if_orphaned(rows):
+            async with self.db.begin() as conn:
+                rows = (await conn.execute(query)).all()
         return [_row(RunRow, r) for r in rows]
+
+    async def _close_if_orphaned(self, rows: Sequence[Any]) -> bool:
+        """Close the running runs among `rows` whose process is certainly gone; whether any was.
+
+        A long-lived reader (the API server) would otherwise show a killed process's run as
+        running until some process opens the store again.
+        """
+        me = Owner.current()
+        closed = False
+        for row in rows:
+            if (row.status == "running" and row.worker is None
+                    and gone(row.owner_pid, row.owner_host, row.owner_boot, me) is not None):
+                closed = bool(await self.close_interrupted(me, run_id=row.id)) or closed
+        return closed
 
     async def get_deliverable(self, deliverable_id: str) -> DeliverableRow:
         """One deliverable, by its id or its run's id.

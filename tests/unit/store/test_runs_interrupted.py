@@ -92,3 +92,19 @@ async def test_runs_of_a_store_made_before_the_owner_columns_survive_the_migrati
         old = await store.runs.get_run("run_old")
         # No owner recorded: nobody can tell whether its process lives, so it is left alone.
         assert (old.status, old.owner_pid) == ("running", None)
+
+
+async def test_reading_a_run_of_a_dead_process_closes_it(db_url: str) -> None:
+    # A long-lived reader (the API server) sees a killed CLI build end at its next look, without
+    # waiting for a new process to open the store.
+    me = Owner.current()
+    async with open_store(db_url) as store:
+        await store.runs.create_run(**run_values("run_dead", Owner(dead_pid(), me.host, me.boot)))
+        await store.runs.create_run(**run_values("run_listed", Owner(dead_pid(), me.host, me.boot)))
+        await store.runs.create_run(**run_values("run_mine", None))
+
+        dead = await store.runs.get_run("run_dead")
+        assert dead.status == "failed" and dead.error is not None and dead.error.startswith("interrupted: ")
+        listed = {r.id: r.status for r in await store.runs.list_runs()}
+        assert listed == {"run_dead": "failed", "run_listed": "failed", "run_mine": "running"}
+        assert (await store.runs.get_deliverable("run_listed")).type == "interrupted-run"
