@@ -26,7 +26,7 @@ USERS = [
     ("ann", "admin", "enterprise"), ("adv", "execute_advanced", "enterprise"), ("bob", "execute_basic", "enterprise"),
     ("carol", "execute_basic", "enterprise"), ("viewer", "view_only", "enterprise"), ("hist", "execute_advanced", "enterprise"),
     ("limited", "execute_basic", "starter"), ("scoped", "execute_advanced", "enterprise"),
-    ("gone", "execute_basic", "enterprise"),
+    ("gone", "execute_basic", "enterprise"), ("memadmin", "admin", "enterprise"),
 ]
 
 
@@ -34,7 +34,8 @@ USERS = [
 def users_and_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, User], LiveServer]]:
     work = tmp_path_factory.mktemp("api_tools")
     db = f"sqlite+aiosqlite:///{work / 'api.db'}"
-    users = provision(db, USERS, scopes={"scoped": ["agent:execute:memory"]})
+    users = provision(db, USERS, scopes={"scoped": ["agent:execute:memory"],
+                                          "memadmin": ["agent:execute:memory"]})
     with live_server(work, probe_servers(), engine_config=ENGINE_CONFIG, db=db) as server:
         yield users, server
 
@@ -265,6 +266,41 @@ def test_admin_cancels_another_users_execution(as_user: dict[str, httpx.Client])
     response = ann.post(f"/api/tools/executions/{execution_id}/cancel")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert wait_status(bob, execution_id, "cancelled")["reason"] == "cancelled by ann"
+
+
+def test_scoped_admin_key_acts_only_within_its_categories(as_user: dict[str, httpx.Client]) -> None:
+    bob, ann, memadmin = as_user["bob"], as_user["ann"], as_user["memadmin"]
+    echoed = execute(bob, "probe/echo", {"text": "in scope"})
+    assert echoed.status_code == 200, echoed.text
+    accepted = execute(bob, "probe/sleep", {"seconds": 60}, timeout=120_000, **{"async": True})
+    assert accepted.status_code == 202, accepted.text
+    execution_id = accepted.json()["executionId"]
+    sleeping = wait_status(bob, execution_id, "running")
+    assert sleeping["category"] != "memory"
+
+    # Outside its scopes: not found, for every verb, though the key's user is an admin.
+    assert_error(memadmin.get(f"/api/tools/executions/{execution_id}"), 404, "NOT_FOUND")
+    assert_error(memadmin.post(f"/api/tools/executions/{execution_id}/cancel"), 404, "NOT_FOUND")
+    assert_error(memadmin.get("/api/tools/probe/sleep"), 404, "NOT_FOUND", "scopes")
+    assert_error(memadmin.get("/api/tools/metrics", params={"toolName": "probe/sleep"}), 404, "NOT_FOUND")
+    active = memadmin.get("/api/tools/executions/active").json()["executions"]
+    assert active == [] or {e["category"] for e in active} == {"memory"}
+    history = memadmin.get("/api/tools/history", params={"allUsers": "true", "limit": 100}).json()
+    assert history["executions"] and {e["category"] for e in history["executions"]} == {"memory"}
+    assert history["stats"]["total"] == history["totalCount"] and history["stats"]["running"] == 0
+    assert bob.get(f"/api/tools/executions/{execution_id}").json()["execution"]["status"] == "running"
+
+    # Inside them it is still an admin: another user's memory execution and tool are visible.
+    echo_id = echoed.json()["executionId"]
+    assert memadmin.get(f"/api/tools/executions/{echo_id}").json()["execution"]["userId"] == "bob"
+    assert memadmin.get("/api/tools/probe/echo").status_code == 200
+
+    # An unscoped admin key is unchanged: it sees and cancels the execution.
+    assert ann.get(f"/api/tools/executions/{execution_id}").json()["execution"]["userId"] == "bob"
+    ann_history = ann.get("/api/tools/history", params={"allUsers": "true", "limit": 100}).json()["executions"]
+    assert execution_id in [e["id"] for e in ann_history]
+    response = ann.post(f"/api/tools/executions/{execution_id}/cancel")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled", response.text
 
 
 def test_async_refusals_answer_at_once(as_user: dict[str, httpx.Client]) -> None:

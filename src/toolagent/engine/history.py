@@ -101,7 +101,8 @@ def visible_to(principal: Principal, query: HistoryQuery) -> ExecutionFilter:
             )
         user = query.user
     return ExecutionFilter(user=user, tool=query.tool, category=query.category, status=query.status,
-                           run_id=query.run_id, since=query.since, until=query.until)
+                           run_id=query.run_id, since=query.since, until=query.until,
+                           categories=principal.categories)
 
 
 class History:

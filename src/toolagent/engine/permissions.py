@@ -137,6 +137,14 @@ def scopes_allow(scopes: Collection[str], category: str) -> bool:
             or (SCOPE_EXECUTE_PREFIX + category) in scopes)
 
 
+def scope_categories(scopes: Collection[str]) -> frozenset[str] | None:
+    """The categories a key with `scopes` acts within: None for every category (`*` or
+    `agent:execute:*`), else exactly those its `agent:execute:<category>` scopes name."""
+    if SCOPE_ALL in scopes or (SCOPE_EXECUTE_PREFIX + "*") in scopes:
+        return None
+    return frozenset(s[len(SCOPE_EXECUTE_PREFIX):] for s in scopes if s.startswith(SCOPE_EXECUTE_PREFIX))
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The gate's verdict on one call (before limits)."""
@@ -210,7 +218,7 @@ def decide(
 __all__ = [
     "ALLOW", "CATEGORIES", "DENIAL_BUDGET", "DENIAL_DISABLED", "DENIAL_KEY_REVOKED", "DENIAL_KEY_SCOPE", "DENIAL_LEVEL",
     "DENIAL_NOT_IN_AGENT", "DENIAL_RATE_LIMITED", "LEVELS", "MAX_RISK", "PLANS", "RISKS", "SCOPE_ALL",
-    "SCOPE_EXECUTE_PREFIX", "Category", "Decision", "ExecutionDenied", "Level", "Plan", "Risk", "can_run", "decide",
+    "SCOPE_EXECUTE_PREFIX", "Category", "Decision", "ExecutionDenied", "Level", "Plan", "Risk", "can_run", "decide", "scope_categories",
     "levels_for", "parse_category", "parse_level", "parse_plan", "parse_scope", "required_for", "scope_for",
     "scopes_allow",
 ]

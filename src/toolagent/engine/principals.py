@@ -23,7 +23,7 @@ from ..errors import NotFound, StoreError, Unauthenticated, UsageError
 from ..store.db import Connection, Database, as_utc, utcnow
 from ..store.principals import PrincipalRows
 from .config import EngineConfig
-from .permissions import SCOPE_ALL, parse_level, parse_plan, parse_scope
+from .permissions import SCOPE_ALL, parse_level, parse_plan, parse_scope, scope_categories
 
 #: Prefix of every API key (lets secret scanners and the redactor recognize them).
 KEY_PREFIX = "ta_"
@@ -47,11 +47,24 @@ class Principal:
     """Subscription plan: `free`, `starter`, `team` or `enterprise` (sets limits)."""
     created_at: datetime | None = None
     """When the user was added."""
+    categories: frozenset[str] | None = None
+    """The tool categories the API key in use acts within; None: every category (an unscoped key,
+    or no key at all, as on the CLI). A scoped key reads, lists and cancels only executions, tools
+    and runs of these categories, whatever the user's level."""
 
     @property
     def is_admin(self) -> bool:
-        """Admins see and cancel every execution."""
+        """Admins see and cancel every execution (within their key's categories)."""
         return self.level == "admin"
+
+    def sees_category(self, category: str) -> bool:
+        """Whether the key in use acts within `category`."""
+        return self.categories is None or category in self.categories
+
+    def sees(self, user: str, category: str) -> bool:
+        """Whether an execution of `user` in `category` is visible to (and cancellable by) this
+        principal: its own or, for an admin, anyone's, and always within the key's categories."""
+        return (self.is_admin or user == self.name) and self.sees_category(category)
 
     def to_json(self) -> dict[str, Any]:
         """CLI/API form."""
@@ -263,7 +276,8 @@ class Principals:
         key = _key(row)
         if key.revoked_at is not None:
             raise Unauthenticated(f"API key {key.id} was revoked at {key.revoked_at.isoformat(timespec='seconds')}")
-        return Principal(key.user, row.level, row.plan, as_utc(row.user_created_at)), key
+        return Principal(key.user, row.level, row.plan, as_utc(row.user_created_at),
+                         categories=scope_categories(key.scopes)), key
 
 
 __all__ = [

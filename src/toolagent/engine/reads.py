@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
+from ..errors import NotFound, UsageError
 from .config import EngineConfig
 from .executions import Execution, ExecutionStore
 from .history import History, HistoryPage, HistoryQuery, Stats
@@ -62,7 +62,8 @@ class Reads:
 
     async def active(self, principal: Principal) -> list[Execution]:
         """Running executions of `principal` (everyone's, for an admin) in every process, oldest first."""
-        return await self.executions.running(user=None if principal.is_admin else principal.name)
+        return await self.executions.running(user=None if principal.is_admin else principal.name,
+                                             categories=principal.categories)
 
     async def history(self, principal: Principal, filters: HistoryQuery | None = None, **kwargs: Any) -> HistoryPage:
         """A page of history with its statistics (`filters`, or `HistoryQuery` fields as keywords)."""
@@ -74,7 +75,14 @@ class Reads:
 
     async def metrics(self, tool: str | None = None, *, principal: Principal | None = None) -> MetricsSnapshot:
         """Every figure (about one tool); with `principal`, its own figures as `user_stats`, and
-        only its own line in `users` unless it is an admin."""
+        only its own line in `users` unless it is an admin. One tool outside the principal's key
+        categories is not found.
+
+        Raises:
+            NotFound: `tool` is outside the principal's key categories.
+        """
+        if tool is not None and principal is not None:
+            self._visible_tool(tool, principal)
         registered = {e.name: e.category for e in self.catalogue.registry.entries()}
         return await self.metrics_store.snapshot(
             tool=tool, registered=registered, user=principal.name if principal else None,
@@ -98,11 +106,19 @@ class Reads:
         Raises:
             NotFound: no such tool.
         """
-        entry = self.catalogue.require(name)
+        entry = self._visible_tool(name, principal)
         snapshot = await self.metrics_store.snapshot(tool=name, registered={name: entry.category}, now=self._now())
         metrics = snapshot.tool_metrics(name) or ToolMetrics(name, entry.category)
         own = await self.metrics_store.user_tool_stats(principal.name, name)
         return ToolDetails(entry, metrics, own, entry.enabled and can_run(principal.level, entry.risk))
+
+    def _visible_tool(self, name: str, principal: Principal) -> ToolEntry:
+        """The tool, when its category is within the principal's key scopes (else not found, as an
+        execution of it would be)."""
+        entry = self.catalogue.require(name)
+        if not principal.sees_category(entry.category):
+            raise NotFound(f"tool '{name}' not found: this API key's scopes do not cover category '{entry.category}'")
+        return entry
 
     async def limit_status(self, principal: Principal, *, tool: str | None = None) -> list[LimitStatus]:
         """Where `principal`'s rate limits and budget stand (for rate-limit headers)."""

@@ -18,7 +18,7 @@ other hosts, are left alone: only their own host can tell whether they still run
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
@@ -280,9 +280,12 @@ class ExecutionStore:
             row = (await conn.execute(sa.select(_T).where(_T.c.id == execution_id))).first()
         return Execution.from_row(row) if row is not None else None
 
-    async def running(self, *, user: str | None = None, run_id: str | None = None) -> list[Execution]:
-        """Running records (of one user, of one run), oldest first."""
+    async def running(self, *, user: str | None = None, run_id: str | None = None,
+                      categories: Collection[str] | None = None) -> list[Execution]:
+        """Running records (of one user, of one run, of these categories), oldest first."""
         query = sa.select(_T).where(_T.c.status == "running").order_by(_T.c.started_at, _T.c.id)
+        if categories is not None:
+            query = query.where(_T.c.category.in_(sorted(categories)))
         if user is not None:
             query = query.where(_T.c.user_name == user)
         if run_id is not None:
@@ -290,6 +293,14 @@ class ExecutionStore:
         async with self.db.begin() as conn:
             rows = (await conn.execute(query)).all()
         return [Execution.from_row(r) for r in rows]
+
+    async def run_categories(self, run_id: str, *, user: str | None = None) -> set[str]:
+        """The categories of the tools a run's recorded steps used (of one user's steps)."""
+        query = sa.select(_T.c.category).where(_T.c.run_id == run_id).distinct()
+        if user is not None:
+            query = query.where(_T.c.user_name == user)
+        async with self.db.begin() as conn:
+            return {r.category for r in await conn.execute(query)}
 
     async def count_running(self) -> int:
         """Running executions in every process."""

@@ -62,6 +62,8 @@ class ExecutionFilter:
     """Started at or after this time."""
     until: datetime | None = None
     """Started before this time."""
+    categories: frozenset[str] | None = None
+    """Only these categories (the caller's API key scopes); None: every category."""
 
     def conditions(self) -> list[Any]:
         """The WHERE conditions over `executions`."""
@@ -70,6 +72,8 @@ class ExecutionFilter:
                               (_T.c.status, self.status), (_T.c.run_id, self.run_id)):
             if value is not None:
                 where.append(column == value)
+        if self.categories is not None:
+            where.append(_T.c.category.in_(sorted(self.categories)))
         if self.since is not None:
             where.append(_T.c.started_at >= self.since)
         if self.until is not None:
@@ -133,6 +137,8 @@ class ExecutionHistory:
                               (tot.c.category, where.category), (tot.c.status, where.status)):
             if value is not None:
                 conditions.append(column == value)
+        if where.categories is not None:
+            conditions.append(tot.c.category.in_(sorted(where.categories)))
         ran = tot.c.denial == ""
         async with self.db.begin() as conn:
             rows = (await conn.execute(
@@ -147,6 +153,7 @@ class ExecutionHistory:
                     1 for r in await conn.execute(sa.select(_T.c.tool, _T.c.category).where(*running_where))
                     if (where.tool is None or r.tool == where.tool)
                     and (where.category is None or r.category == where.category)
+                    and (where.categories is None or r.category in where.categories)
                 )
         by_status: dict[str, int] = {}
         denied = timed = 0

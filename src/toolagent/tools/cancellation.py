@@ -143,7 +143,7 @@ class Cancellation:
             NotFound: no such execution, or it belongs to someone else.
         """
         execution = await self.executions.get(execution_id)
-        if execution is None or not (principal.is_admin or execution.user == principal.name):
+        if execution is None or not principal.sees(execution.user, execution.category):
             raise NotFound(f"execution '{execution_id}' not found")
         return execution
 
@@ -158,6 +158,9 @@ class Cancellation:
             UsageError: it is not running.
         """
         by = principal.name
+        if principal.categories is not None:
+            # A scoped key: the category is on the record, so read it before touching the call.
+            await self.get(execution_id, principal)
         active = self._active.get(execution_id)
         if active is not None and (principal.is_admin or active.user == by):
             # Running here: cancel its scope before any I/O, then wait for its final record.
@@ -202,8 +205,15 @@ class Cancellation:
 
         Returns:
             The ids of the executions asked to cancel (empty when none was running).
+
+        Raises:
+            NotFound: a scoped key, and the run has steps outside its categories.
         """
         user = None if principal.is_admin else principal.name
+        if principal.categories is not None:
+            # A scoped key stops only runs whose steps all stay within its categories.
+            if not all(map(principal.sees_category, await self.executions.run_categories(run_id, user=user))):
+                raise NotFound(f"run '{run_id}' not found: it uses tools outside this API key's scopes")
         flagged = await self.executions.request_run_cancel(run_id, principal.name, self._now(), user=user)
         local = [a for a in self._active.values() if a.run_id == run_id and (user is None or a.user == user)]
         for active in local:
