@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -203,6 +203,10 @@ class Runtime:
     async def cancel_run(self, run_id: str, principal: Principal, *, wait_s: float = CANCEL_WAIT_S) -> list[str]:
         """Cancel every running execution of a BUILD run (see `Cancellation.cancel_run`)."""
         return await self.cancellation.cancel_run(run_id, principal, wait_s=wait_s)
+
+    async def run_in_scope(self, run_id: str, principal: Principal, tools: Sequence[str]) -> bool:
+        """Whether a run calling `tools` stays within the principal's key categories (see `Reads`)."""
+        return await self.reads.run_in_scope(run_id, principal, tools)
 
     async def active(self, principal: Principal) -> list[Execution]:
         """Running executions of `principal` (everyone's, for an admin)."""

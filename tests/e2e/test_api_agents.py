@@ -25,7 +25,7 @@ pytestmark = pytest.mark.timeout(120)
 
 USERS = [
     ("ann", "admin", "enterprise"), ("adv", "execute_advanced", "enterprise"), ("bob", "execute_basic", "enterprise"),
-    ("carol", "execute_basic", "enterprise"), ("viewer", "view_only", "enterprise"),
+    ("carol", "execute_basic", "enterprise"), ("viewer", "view_only", "enterprise"), ("memadmin", "admin", "enterprise"),
 ]
 ENGINE_CONFIG = {"plans": {"enterprise": {"rate_per_minute": 100_000}}, "cancel_poll_ms": 50}
 
@@ -48,7 +48,7 @@ SLEEPER = definition("sleeper", ["probe/sleep", "probe/echo"], {
 def users_and_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, User], LiveServer]]:
     work = tmp_path_factory.mktemp("api_agents")
     db = f"sqlite+aiosqlite:///{work / 'api.db'}"
-    users = provision(db, USERS)
+    users = provision(db, USERS, scopes={"memadmin": ["agent:execute:memory"]})
     with live_server(work, probe_servers(), engine_config=ENGINE_CONFIG, db=db) as server:
         with server.client(users["bob"]) as bob:
             for slug, defn in (("chain", CHAIN), ("risky", RISKY), ("sleeper", SLEEPER)):
@@ -381,6 +381,26 @@ def test_runs_and_deliverables_are_private_to_their_user(server: LiveServer, use
         assert events[-1]["status"] == "cancelled"
         run = bob.get(f"/api/runs/{running}").json()["run"]
         assert run["status"] == "cancelled" and "cancelled by ann" in run["steps"][0]["error"]
+
+
+def test_a_scoped_admin_key_sees_and_cancels_only_runs_within_its_categories(
+        server: LiveServer, users: dict[str, User], as_user: dict[str, httpx.Client]) -> None:
+    memadmin, ann = as_user["memadmin"], as_user["ann"]
+    with server.client(users["bob"]) as bob, server.client(users["bob"]) as follower:
+        within = build(bob, "chain", payload={"text": "memory only"}).json()["run"]["id"]
+        assert memadmin.get(f"/api/runs/{within}").json()["run"]["user"] == "bob"
+
+        # The sleeper calls a tool outside `agent:execute:memory`: its run does not exist for the key.
+        running, _, events, thread = _start_sleeper(follower)
+        assert_error(memadmin.get(f"/api/runs/{running}"), 404, "NOT_FOUND", "scopes")
+        assert_error(memadmin.get(f"/api/runs/{running}/events"), 404, "NOT_FOUND")
+        assert_error(memadmin.post(f"/api/runs/{running}/cancel"), 404, "NOT_FOUND")
+        assert bob.get(f"/api/runs/{running}").json()["run"]["status"] == "running"
+        cancelled = ann.post(f"/api/runs/{running}/cancel")  # an unscoped admin key still can
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled", cancelled.text
+        thread.join(30)
+        assert events[-1]["status"] == "cancelled"
+        assert "cancelled by ann" in bob.get(f"/api/runs/{running}").json()["run"]["steps"][0]["error"]
 
 
 def test_unknown_run_and_deliverable_are_404(as_user: dict[str, httpx.Client]) -> None:

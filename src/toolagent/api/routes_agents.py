@@ -158,6 +158,10 @@ async def _visible_run(svc: Services, run_id: str, caller: Caller) -> RunRow:
     row = await svc.store.runs.get_run(run_id)
     if not caller.is_admin and row.user_id != caller.user_id:
         raise NotFound(f"run '{run_id}' not found")
+    # A scoped key sees only runs that stay within its categories (as for executions).
+    tools = [st.tool for st in await svc.store.runs.get_steps(run_id)]
+    if not await svc.runtime.run_in_scope(run_id, caller.principal, tools):
+        raise NotFound(f"run '{run_id}' not found: it calls tools outside this API key's scopes")
     return row
 
 

@@ -120,6 +120,16 @@ class Reads:
             raise NotFound(f"tool '{name}' not found: this API key's scopes do not cover category '{entry.category}'")
         return entry
 
+    async def run_in_scope(self, run_id: str, principal: Principal, tools: Sequence[str]) -> bool:
+        """Whether a BUILD run whose steps call `tools` stays within the principal's key categories:
+        every step's tool and every execution it recorded (a tool no longer listed counts as outside).
+        Always true for an unscoped key or none."""
+        if principal.categories is None:
+            return True
+        categories: set[str | None] = {getattr(self.catalogue.get(tool), "category", None) for tool in tools}
+        categories |= await self.executions.run_categories(run_id)
+        return all(c is not None and principal.sees_category(c) for c in categories)
+
     async def limit_status(self, principal: Principal, *, tool: str | None = None) -> list[LimitStatus]:
         """Where `principal`'s rate limits and budget stand (for rate-limit headers)."""
         category = None
