@@ -219,6 +219,45 @@ def test_tools_list_and_show(env: dict[str, str]) -> None:
 # -- runs cancel from another process ----------------------------------------------------------------
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_tools_call_timeout_is_reported_before_the_busy_server_is_torn_down(env: dict[str, str]) -> None:
+    proc = subprocess.Popen(
+        [str(TOOLAGENT), "--db", env["db"], "--servers", env["servers"], "--user", "basic", "tools", "call",
+         "probe/sleep", "--args", '{"seconds": 60, "tag": "held"}', "--timeout", "1000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TERM": "dumb"},
+    )
+    try:
+        assert proc.stderr is not None
+        seen: list[str] = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "error: cancelled: timeout after 1000 ms" in line:
+                # The report arrives while the CLI still runs and its server is not yet torn down.
+                running, server_up = proc.poll() is None, _alive(_server_pid(env))
+                break
+        else:
+            pytest.fail(f"no timeout error on stderr: {''.join(seen)}")
+        assert running and server_up, "the error was printed only after the server was torn down"
+        assert proc.wait(timeout=60) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+
+
+def _server_pid(env: dict[str, str]) -> int:
+    calls = [e for e in read_log(Path(env["log"])) if e["event"] == "call" and e.get("tag") == "held"]
+    assert calls, "the probe server never saw the call"
+    return int(calls[-1]["pid"])
+
+
 def _lines(stream: Any, into: list[str]) -> None:
     for line in stream:
         into.append(line)

@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import json
 import math
+import sys
 from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from typing import Any
@@ -28,7 +29,7 @@ from ..mcp.config import ServersConfig
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
 from ..store import Store
-from ..tools.base import CallContext
+from ..tools.base import CallContext, CallOutcome
 from ..tools.spec import ToolResult
 from ..status import CallStatus, ExecutionStatus
 from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
@@ -313,30 +314,41 @@ def tools_call(
 
             outcome = await runtime.tools.call(entry, arguments, CallContext(me, timeout_ms=timeout_ms,
                                                                              on_admitted=announce))
-        execution: Execution | None = outcome.record
-        problem: str | None = None
-        exc = outcome.exception
-        if isinstance(exc, ArgumentsInvalid):
-            raise exc  # bad input: exit 2, like any other usage error
-        if outcome.status is CallStatus.DENIED:
-            if isinstance(exc, ExecutionDenied):
-                problem = _denial_message(exc, me)
-            elif isinstance(exc, RateLimited | BudgetExceeded):
-                execution, problem = None, _limit_message(exc)
-            else:
-                problem = f"denied: {outcome.error}"
-        if state.json and execution is not None:
-            emit_json(execution.to_json())
-        if problem is None and execution is not None and execution.status != ExecutionStatus.SUCCESS:
-            if not state.json and execution.result is not None and execution.result.structured is not None:
-                _print_result(execution.result)
-            problem = f"{_failure_message(execution)}\nexecution {execution.id} (toolagent executions show {execution.id})"
-        if problem is not None:
-            fail(problem, EXIT_FAILED)
-        if execution is not None and not state.json:
-            if execution.result is not None:
-                _print_result(execution.result)
-            err.print(f"[dim]execution {execution.id}: success in {execution.duration_ms or 0:.0f} ms[/]", markup=True)
-        return 0
+            # Reported (and the exit decided) before the runtime closes: a server still busy with
+            # the abandoned call can take seconds to stop, and the answer is due at the limit.
+            try:
+                return _report(outcome, me)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
 
     raise typer.Exit(run(body))
+
+
+def _report(outcome: CallOutcome, me: Principal) -> int:
+    """Print a call's outcome: its result and 0, or its error line and exit 1 (2 for bad arguments)."""
+    execution: Execution | None = outcome.record
+    problem: str | None = None
+    exc = outcome.exception
+    if isinstance(exc, ArgumentsInvalid):
+        raise exc  # bad input: exit 2, like any other usage error
+    if outcome.status is CallStatus.DENIED:
+        if isinstance(exc, ExecutionDenied):
+            problem = _denial_message(exc, me)
+        elif isinstance(exc, RateLimited | BudgetExceeded):
+            execution, problem = None, _limit_message(exc)
+        else:
+            problem = f"denied: {outcome.error}"
+    if state.json and execution is not None:
+        emit_json(execution.to_json())
+    if problem is None and execution is not None and execution.status != ExecutionStatus.SUCCESS:
+        if not state.json and execution.result is not None and execution.result.structured is not None:
+            _print_result(execution.result)
+        problem = f"{_failure_message(execution)}\nexecution {execution.id} (toolagent executions show {execution.id})"
+    if problem is not None:
+        fail(problem, EXIT_FAILED)
+    if execution is not None and not state.json:
+        if execution.result is not None:
+            _print_result(execution.result)
+        err.print(f"[dim]execution {execution.id}: success in {execution.duration_ms or 0:.0f} ms[/]", markup=True)
+    return 0

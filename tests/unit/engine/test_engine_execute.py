@@ -333,7 +333,8 @@ async def test_api_keys_in_the_gate(sqlite_url: str) -> None:
         bob = await user(engine, "bob", "admin")
         key, raw = await engine.principals.create_key("bob", scopes=["agent:execute:file"])
         principal, authed = await engine.principals.authenticate_key(raw)
-        assert principal == bob and authed.id == key.id
+        assert (principal.name, principal.level) == (bob.name, bob.level) and authed.id == key.id
+        assert principal.categories == frozenset({"file"})  # the key's scopes narrow what it sees
         assert (await engine.execute(spec(), {}, principal, Calls(), api_key=authed)).api_key_id == key.id
         invoke = Calls()
         with pytest.raises(ExecutionDenied) as info:
