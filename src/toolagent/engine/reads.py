@@ -81,8 +81,8 @@ class Reads:
         Raises:
             NotFound: `tool` is outside the principal's key categories.
         """
-        if tool is not None and principal is not None:
-            self._visible_tool(tool, principal)
+        if tool is not None and principal is not None and principal.categories is not None:
+            self._visible_tool(tool, principal)  # unscoped callers may ask about tools not listed now
         registered = {e.name: e.category for e in self.catalogue.registry.entries()}
         return await self.metrics_store.snapshot(
             tool=tool, registered=registered, user=principal.name if principal else None,
