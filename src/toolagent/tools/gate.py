@@ -39,6 +39,14 @@ class GateSource(WrappedSource):
                       category=call.entry.category, enabled=call.entry.enabled, agent_tools=ctx.agent_tools,
                       key_id=key.id if key is not None else None, key_revoked_at=revoked_at, key_scopes=scopes)
 
+    async def check(self, call: ToolCall, ctx: CallContext) -> None:
+        """The inner checks (arguments, SQL) only for a caller the gate admits: nothing of a refused
+        caller's input is parsed on its behalf; `call_tool` then refuses and records the call."""
+        key = ctx.api_key
+        if self._decide(call, ctx, revoked_at=key.revoked_at if key else None,
+                        scopes=key.scopes if key else None).allowed:
+            await self.inner.check(call, ctx)
+
     async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
         """Decide; refuse and record, or pass the call on with the key re-check for admission."""
         key = ctx.api_key

@@ -52,3 +52,20 @@ async def test_a_key_out_of_scope_is_denied(tmp_path: Path) -> None:
         key, _ = await r.runtime.principals.create_key(r.me.name, scopes=["agent:execute:file"])
         outcome = await r.stack.call("shell/exec", {}, CallContext(r.me, api_key=key))
     assert outcome.status is CallStatus.DENIED and outcome.denial == "api_key_scope"
+
+
+async def test_a_refused_callers_arguments_and_sql_are_not_examined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing of a caller's input is parsed on its behalf before the gate admits it: a refused
+    # call is denied (and recorded) without its arguments or SQL ever being checked.
+    import toolagent.tools.schema as schema_layer
+
+    checked: list[str] = []
+    real = schema_layer.check_arguments
+    monkeypatch.setattr(schema_layer, "check_arguments",
+                        lambda spec, args: (checked.append(spec.name), real(spec, args))[1])
+    schema = {"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]}
+    async with rig(tmp_path, level="view_only") as r:
+        r.stub.add("db/query", lambda a: "rows", input_schema=schema, takes_sql=True)
+        outcome = await r.call("db/query", {"sql": 42})
+    assert outcome.status is CallStatus.DENIED and outcome.denial == "level"
+    assert checked == [] and r.stub.calls == []
