@@ -105,3 +105,12 @@ def test_export_head_refuses_a_tampered_log(db_url: str) -> None:
     sql(db_url, "UPDATE audit_log SET reason = 'edited' WHERE seq = 2")
     code, stdout, stderr = invoke(db_url, "audit", "export-head")
     assert code == 1 and stdout == "" and "row 2 was changed" in stderr
+
+
+def test_a_head_exported_from_an_empty_log_verifies_after_growth(db_url: str, tmp_path: Path) -> None:
+    head_file = tmp_path / "head.json"
+    assert invoke(db_url, "audit", "export-head", "-o", str(head_file))[0] == 0
+    assert json.loads(head_file.read_text())["seq"] == 0
+    assert invoke(db_url, "audit", "verify", "--head", str(head_file))[0] == 0
+    fill(db_url, 2)
+    assert invoke(db_url, "audit", "verify", "--head", str(head_file))[0] == 0

@@ -405,10 +405,10 @@ class AuditLog:
             while batch := await self._batch(after):
                 for rec in batch:
                     if not checker.feed(rec):
-                        return checker.result(*(await self.head() or (0, GENESIS_HASH)))
+                        return checker.result(*(await self.head() or (0, self._genesis)))
                 after = batch[-1].seq
             head = await self.head()
-            head_seq, head_hash = head or (0, GENESIS_HASH)
+            head_seq, head_hash = head or (0, self._genesis)
             last = checker.last_seq
             if head_seq == last:
                 if head_hash != checker.prev_hash:
