@@ -14,6 +14,8 @@
 | `TOOLAGENT_FLOW_MAX_CHARS` | `flow_max_chars` | 200000 |
 | `TOOLAGENT_EXECUTION` | `execution` | `inprocess` |
 | `TOOLAGENT_WORKER_STALLED_S` | `worker_stalled_s` | 60 |
+| `TOOLAGENT_AUDIT_KEY` | `audit_key` | none (the audit chain is unkeyed) |
+| `TOOLAGENT_AUDIT_KEY_FILE` | `audit_key_file` | none |
 
 Empty values count as unset. The environment is read when `Settings.from_env()` is called, not
 at import, so a variable set later (a test, a parent process) is seen by the next reader. The MCP
@@ -118,6 +120,10 @@ class Settings(EnvSettings):
     """`queue`: BUILD runs are submitted to the workers (PostgreSQL); `inprocess` (default): run here."""
     worker_stalled_s: float | None = Field(None, gt=0)
     """Seconds without a heartbeat after which a worker counts as stopped and its runs are reaped."""
+    audit_key: str | None = Field(None, repr=False)
+    """The audit chain's HMAC key (kept outside the store); unset: the chain is unkeyed."""
+    audit_key_file: str | None = None
+    """A file holding the audit key (surrounding whitespace ignored), instead of `audit_key`."""
 
     @classmethod
     def env_names(cls) -> dict[str, str]:

@@ -58,7 +58,7 @@ def test_verify_ok_then_tampered(db: str, db_file: Path) -> None:
     assert code == 1
     assert json.loads(stdout) | {"head_hash": None} == {
         "ok": False, "rows_checked": 3, "first_bad_seq": 3, "reason": "row 3 was changed: its contents do not match its hash",
-        "head_seq": 4, "head_hash": None}
+        "head_seq": 4, "head_hash": None, "keyed": False}
 
 
 def test_verify_detects_a_deleted_last_row(db: str, db_file: Path) -> None:

@@ -1,4 +1,4 @@
-"""`toolagent audit verify | export | list`: check and read the tamper-evident audit log."""
+"""`toolagent audit verify | export | export-head | list`: check and read the tamper-evident audit log."""
 
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ import typer
 from rich.markup import escape
 
 from ..engine.audit import AuditLog, AuditVerification, check_records
+from ..engine.audit_key import audit_key, parse_head, sign_head
 from ..errors import UsageError
 from ..store import open_store
 from ._tables import Column, fitted_table
 from ._app import EXIT_FAILED, EXIT_OK, app, emit_json, err, out, run, state
+
+UNKEYED_NOTE = ("note: the audit chain is unkeyed (no TOOLAGENT_AUDIT_KEY): anyone who can write the store "
+                "can rewrite it undetected")
 
 audit_app = typer.Typer(help="Verify, export and list the audit log.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
@@ -33,7 +37,12 @@ def _parse_since(value: str | None) -> datetime | None:
 def _report(result: AuditVerification) -> int:
     if state.json:
         emit_json(result.to_json())
-    elif result.ok:
+        if not result.keyed:
+            err.print(UNKEYED_NOTE, markup=False)
+        return EXIT_OK if result.ok else EXIT_FAILED
+    if not result.keyed:
+        err.print(UNKEYED_NOTE, markup=False)
+    if result.ok:
         out.print(f"ok: {result.rows_checked} rows, chain head {result.head_seq} {result.head_hash}", markup=False)
     else:
         err.print(f"[bold red]audit log tampered:[/] first bad row {result.first_bad_seq}: {escape(result.reason or '')}",
@@ -61,16 +70,81 @@ def verify(
     file: str | None = typer.Option(
         None, "--file", "-f", help="Check an exported JSONL file (or - for stdin) instead of the store.",
     ),
+    head: str | None = typer.Option(
+        None, "--head", help="Also check a signed head written by `audit export-head` (needs the audit key).",
+    ),
 ) -> None:
-    """Check every row's hash and link and the chain head. Exit 0 intact, 1 tampered (first bad row named)."""
+    """Check every row's hash and link and the chain head. Exit 0 intact, 1 tampered (first bad row named),
+    2 usage or configuration error."""
 
     async def body() -> AuditVerification:
+        key = audit_key()
+        pinned = None
+        if head is not None:
+            if key is None:
+                raise UsageError("--head needs the audit key: set TOOLAGENT_AUDIT_KEY or TOOLAGENT_AUDIT_KEY_FILE")
+            try:
+                text = Path(head).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"--head: cannot read {head}: {exc.strerror}") from exc
+            pinned = parse_head(text, head)
+            if not pinned.valid(key):
+                return AuditVerification(False, 0, pinned.seq, f"the head file {head} is not signed with this audit "
+                                         "key (forged or changed, or a different key)", keyed=True)
         if file is not None:
-            return check_records(_read_export(file))
-        async with open_store(state.db) as store:
-            return await AuditLog(store.db).verify()
+            result = check_records(_read_export(file), key=key)
+            rows = {}  # an export is checked for the pinned head by its last row only
+            if pinned is not None and result.ok and result.head_seq == pinned.seq:
+                rows[pinned.seq] = result.head_hash
+        else:
+            async with open_store(state.db) as store:
+                log = AuditLog(store.db, key=key)
+                result = await log.verify()
+                rows = {} if pinned is None else {pinned.seq: await log.hash_at(pinned.seq)}
+        if pinned is None or pinned.seq == 0 or not result.ok:
+            return result  # a head pinned on an empty log holds nothing to find
+        if result.head_seq < pinned.seq or rows.get(pinned.seq) is None:
+            return _pinned_bad(result, pinned.seq, f"the log ends at row {result.head_seq} but the exported head is "
+                                                    f"row {pinned.seq} (rows were deleted from the end)")
+        if rows[pinned.seq] != pinned.hash:
+            return _pinned_bad(result, pinned.seq, f"row {pinned.seq} does not match the exported head's hash "
+                                                    "(the log was rewritten)")
+        return result
 
     raise typer.Exit(_report(run(body)))
+
+
+def _pinned_bad(result: AuditVerification, seq: int, reason: str) -> AuditVerification:
+    return AuditVerification(False, result.rows_checked, seq, reason, result.head_seq, result.head_hash, result.keyed)
+
+
+@audit_app.command("export-head")
+def export_head(
+    out_file: str = typer.Option("-", "--out", "-o", help="File to write, or - for stdout."),
+) -> None:
+    """Write the chain head (seq, hash, time) signed with the audit key; keep it away from the store."""
+
+    async def body() -> dict[str, object]:
+        key = audit_key()
+        if key is None:
+            raise UsageError("export-head needs the audit key: set TOOLAGENT_AUDIT_KEY or TOOLAGENT_AUDIT_KEY_FILE")
+        async with open_store(state.db) as store:
+            log = AuditLog(store.db, key=key)
+            result = await log.verify()
+        if not result.ok:
+            raise typer.Exit(_report(result))
+        return sign_head(result.head_seq, result.head_hash, key).to_json()
+
+    data = run(body)
+    text = json.dumps(data, indent=2) + "\n"
+    if out_file == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        Path(out_file).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--out: cannot write {out_file}: {exc.strerror}") from exc
+    err.print(f"wrote the signed head (row {data['seq']}) to {out_file}", markup=False)
 
 
 @audit_app.command("export")

@@ -9,9 +9,10 @@ as the row, so `verify` detects a changed, deleted, reordered or inserted row, a
 from the end. An export line holds exactly the hashed fields plus `hash`, so an export can be
 checked with `check_records` away from the database.
 
-What a hash chain cannot show on its own is a wholesale rewrite (every row and the head
-recomputed) or deleting everything; pin the head hash that `verify` reports somewhere else to
-catch those.
+Unkeyed, anyone who can write the store can recompute the chain after an edit. With an audit key
+(`engine.audit_key`), each hash is an HMAC-SHA256 under the key and the first row chains to a
+key-derived genesis value, so an edit cannot be re-hashed without the key; a signed head exported
+elsewhere (`export-head`) also catches rows dropped from the end with the head moved back.
 
 Appends never fork the chain (`store/audit.py` holds the rows and says how).
 """
@@ -19,6 +20,7 @@ Appends never fork the chain (`store/audit.py` holds the rows and says how).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -30,6 +32,7 @@ import anyio
 
 from ..store.audit import AUDIT_LOCK_KEY, GENESIS_HASH, AuditChainBroken, AuditRows
 from ..store.db import Connection, Database, utcnow
+from .audit_key import audit_key, keyed_genesis
 from .redaction import redact, redact_text
 
 #: Rows read per query by `verify`, `export` and `iter_records`.
@@ -145,6 +148,8 @@ class AuditVerification:
     """The chain head's sequence number (0 for an empty log)."""
     head_hash: str = GENESIS_HASH
     """The chain head's hash: pin it elsewhere to detect a rewrite of the whole log."""
+    keyed: bool = False
+    """The chain was checked as an HMAC chain under the audit key."""
 
     def to_json(self) -> dict[str, Any]:
         """CLI/API form."""
@@ -166,14 +171,18 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
 
 
-def row_hash(fields_: Mapping[str, Any], prev_hash: str) -> str:
-    """The hash of one row from its stored fields (`arguments` as its canonical JSON text)."""
+def row_hash(fields_: Mapping[str, Any], prev_hash: str, key: bytes | None = None) -> str:
+    """The hash of one row from its stored fields (`arguments` as its canonical JSON text):
+    SHA-256, or HMAC-SHA256 under `key` when given."""
     payload = {k: v for k, v in fields_.items() if k not in ("hash", "prev_hash")}
-    for key in _TIME_FIELDS:
-        if isinstance(payload.get(key), datetime):
-            payload[key] = iso_utc(payload[key])
+    for name in _TIME_FIELDS:
+        if isinstance(payload.get(name), datetime):
+            payload[name] = iso_utc(payload[name])
     payload["prev_hash"] = prev_hash
-    return hashlib.sha256(canonical_json(payload).encode("ascii")).hexdigest()
+    data = canonical_json(payload).encode("ascii")
+    if key is not None:
+        return hmac.new(key, data, hashlib.sha256).hexdigest()
+    return hashlib.sha256(data).hexdigest()
 
 
 def _jsonable(value: Any) -> Any:
@@ -237,8 +246,10 @@ def _hashed_fields(record: AuditRecord) -> dict[str, Any]:
 class ChainChecker:
     """Checks records one at a time, in sequence order; the pure core of `verify`."""
 
-    def __init__(self, first_prev_hash: str = GENESIS_HASH, first_seq: int = 1) -> None:
-        self.prev_hash = first_prev_hash
+    def __init__(self, first_prev_hash: str | None = None, first_seq: int = 1, key: bytes | None = None) -> None:
+        self.key = key
+        self.genesis = GENESIS_HASH if key is None else keyed_genesis(key)
+        self.prev_hash = self.genesis if first_prev_hash is None else first_prev_hash
         self.next_seq = first_seq
         self.rows = 0
         self.first_bad_seq: int | None = None
@@ -267,10 +278,18 @@ class ChainChecker:
         if record.seq > seq:
             missing = f"row {seq} is" if record.seq == seq + 1 else f"rows {seq}-{record.seq - 1} are"
             return self._bad(seq, f"{missing} missing (deleted): the next row is {record.seq}")
+        if seq == 1 and record.prev_hash != self.genesis:
+            if self.key is not None and record.prev_hash == GENESIS_HASH:
+                return self._bad(1, "row 1 is not keyed: the chain was written without the audit key "
+                                    "(or rewritten by someone without it)")
+            if self.key is None:
+                return self._bad(1, "row 1 chains to a keyed genesis: set TOOLAGENT_AUDIT_KEY (or "
+                                    "TOOLAGENT_AUDIT_KEY_FILE) to verify a keyed chain")
+            return self._bad(1, "row 1 does not chain to this audit key's genesis (wrong key, or rewritten)")
         if record.prev_hash != self.prev_hash:
             return self._bad(seq, f"row {seq} does not chain to row {seq - 1}: its prev_hash does not match "
                                   "(an earlier row was changed or replaced)")
-        if row_hash(_hashed_fields(record), record.prev_hash) != record.hash:
+        if not hmac.compare_digest(row_hash(_hashed_fields(record), record.prev_hash, self.key), record.hash):
             return self._bad(seq, f"row {seq} was changed: its contents do not match its hash")
         self.prev_hash = record.hash
         self.next_seq = seq + 1
@@ -278,10 +297,12 @@ class ChainChecker:
 
     def result(self, head_seq: int, head_hash: str) -> AuditVerification:
         """The verdict, given the chain head read after the last record."""
-        return AuditVerification(self.ok, self.rows, self.first_bad_seq, self.reason, head_seq, head_hash)
+        return AuditVerification(self.ok, self.rows, self.first_bad_seq, self.reason, head_seq, head_hash,
+                                 self.key is not None)
 
 
-def check_records(records: Iterable[Mapping[str, Any]], *, head: tuple[int, str] | None = None) -> AuditVerification:
+def check_records(records: Iterable[Mapping[str, Any]], *, head: tuple[int, str] | None = None,
+                  key: bytes | None = None) -> AuditVerification:
     """Check exported records (dicts as `AuditRecord.to_json` writes them) away from the database.
 
     An export that starts later (`--since`) is checked from its first row's `prev_hash`.
@@ -289,21 +310,22 @@ def check_records(records: Iterable[Mapping[str, Any]], *, head: tuple[int, str]
     Args:
         records: The records, in order.
         head: The `(seq, hash)` the chain must end at, if known.
+        key: The audit key of a keyed chain.
     """
     checker: ChainChecker | None = None
     for n, raw in enumerate(records, 1):
         try:
             rec = _from_json(raw)
         except (TypeError, ValueError, AttributeError) as exc:
-            checker = checker or ChainChecker()
+            checker = checker or ChainChecker(key=key)
             checker.rows += 1
             checker._bad(checker.next_seq, f"record {n} is not an audit record ({exc})")
             break
         if checker is None:
-            checker = ChainChecker(rec.prev_hash, rec.seq)
+            checker = ChainChecker(None if rec.seq == 1 else rec.prev_hash, rec.seq, key)
         if not checker.feed(rec):
             break
-    checker = checker or ChainChecker()
+    checker = checker or ChainChecker(key=key)
     last = (checker.last_seq, checker.prev_hash)
     if checker.ok and head is not None and tuple(head) != last:
         checker._bad(checker.last_seq + 1, f"the records end at row {last[0]} but the head is row {head[0]}")
@@ -322,11 +344,17 @@ def _from_json(raw: Mapping[str, Any]) -> AuditRecord:
 
 
 class AuditLog:
-    """Append, verify, query and export the audit log of one store."""
+    """Append, verify, query and export the audit log of one store.
 
-    def __init__(self, db: Database) -> None:
+    `key` is the audit key (HMAC chain); by default it is read from the settings, and None means
+    the unkeyed SHA-256 chain.
+    """
+
+    def __init__(self, db: Database, key: bytes | None | Literal["settings"] = "settings") -> None:
         self.db = db
         self.rows = AuditRows(db)
+        self.key: bytes | None = audit_key() if key == "settings" else key  # type: ignore[assignment]
+        self._genesis = GENESIS_HASH if self.key is None else keyed_genesis(self.key)
 
     async def append(self, entry: AuditEntry) -> int:
         """Record `entry` at the end of the chain and return its sequence number.
@@ -339,11 +367,18 @@ class AuditLog:
 
     def append_in(self, conn: Connection, entry: AuditEntry) -> int:
         """`append` inside the caller's transaction: the entry commits or rolls back with it."""
-        return self.rows.append_in(conn, _stored_fields(entry), utcnow(), row_hash)
+        key = self.key
+        return self.rows.append_in(conn, _stored_fields(entry), utcnow(),
+                                   lambda f, prev: row_hash(f, prev, key), genesis=self._genesis)
 
     async def head(self) -> tuple[int, str] | None:
         """The newest `(seq, hash)`, or None for an empty log."""
         return await self.rows.head()
+
+    async def hash_at(self, seq: int) -> str | None:
+        """The stored hash of row `seq`, or None when there is no such row."""
+        rows = await self.rows.batch(seq - 1, 1)
+        return str(rows[0].hash) if rows and int(rows[0].seq) == seq else None
 
     async def _batch(self, after_seq: int, since: datetime | None = None) -> list[AuditRecord]:
         rows = await self.rows.batch(after_seq, BATCH_ROWS, to_utc(since) if since is not None else None)
@@ -364,16 +399,16 @@ class AuditLog:
         a row commits together with its head update, so a head ahead of the last row read means
         either new rows (read them and check again) or rows deleted from the end.
         """
-        checker = ChainChecker()
+        checker = ChainChecker(key=self.key)
         after = 0
         while True:
             while batch := await self._batch(after):
                 for rec in batch:
                     if not checker.feed(rec):
-                        return checker.result(*(await self.head() or (0, GENESIS_HASH)))
+                        return checker.result(*(await self.head() or (0, self._genesis)))
                 after = batch[-1].seq
             head = await self.head()
-            head_seq, head_hash = head or (0, GENESIS_HASH)
+            head_seq, head_hash = head or (0, self._genesis)
             last = checker.last_seq
             if head_seq == last:
                 if head_hash != checker.prev_hash:

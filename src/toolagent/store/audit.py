@@ -46,8 +46,10 @@ class AuditRows:
         self._move_head = audit_head.update().where(head.id == 1).values(
             seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now"))
 
-    def append_in(self, conn: sa.Connection, values: Mapping[str, Any], now: datetime, row_hash: RowHash) -> int:
-        """Add a row with `values` at the end of the chain, inside the caller's transaction.
+    def append_in(self, conn: sa.Connection, values: Mapping[str, Any], now: datetime, row_hash: RowHash,
+                  genesis: str = GENESIS_HASH) -> int:
+        """Add a row with `values` at the end of the chain (the first row chains to `genesis`),
+        inside the caller's transaction.
 
         Returns:
             The row's sequence number.
@@ -66,7 +68,7 @@ class AuditRows:
             if conn.scalar(sa.select(sa.func.count()).select_from(audit_log)):
                 raise AuditChainBroken("the audit chain head is missing but audit rows exist: "
                                        "the audit log was tampered with; run `toolagent audit verify`")
-            seq, prev_hash = 1, GENESIS_HASH
+            seq, prev_hash = 1, genesis
         else:
             seq, prev_hash = int(head.seq) + 1, str(head.hash)
         row = {"seq": seq, "recorded_at": now, **values}
