@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from toolagent.store.migrations import head_revision
+
 from conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.wheel, pytest.mark.timeout(900)]
@@ -63,7 +65,7 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repo(tmp_path: Path) -> N
     assert executed["row_count"] == 10 and len(executed["rows"]) == 10
     # The store it made is migrated by the revisions shipped in the wheel.
     with contextlib.closing(sqlite3.connect(work / ".toolagent" / "toolagent.db")) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0005",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(head_revision(),)]
     location = _run([str(venv / "bin" / "python"), "-c", "import toolagent, sys; sys.stdout.write(toolagent.__file__)"],
                     cwd=work, env=env)
     assert Path(location).is_relative_to(venv)

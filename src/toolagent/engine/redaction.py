@@ -249,6 +249,13 @@ def redact_text(text: str) -> str:
         return text
     for step in _STEPS:
         text = step(text)
+    return redact_known(text)
+
+
+def redact_known(text: str) -> str:
+    """Replace only the remembered secret values in `text` (see `remember_secrets`): for text
+    rendered from data that `redact` already went through, where the shape rules would only
+    mangle what the data deliberately kept (base64 media)."""
     for secret in _KNOWN.get():
         if secret in text:
             text = text.replace(secret, REDACTED)
@@ -319,6 +326,19 @@ def redact(obj: Any) -> Any:
 
 #: Nesting deeper than this is cut off rather than recursed into.
 MAX_DEPTH = 64
+#: Keys of an MCP content block that hold its base64 payload (`image`/`audio` data, resource blobs).
+_MEDIA_KEYS = frozenset({"data", "blob"})
+
+
+def _is_media_block(obj: Mapping[Any, Any]) -> bool:
+    """An MCP content block carrying binary media: its base64 payload is random-looking by nature,
+    so the shape rule would destroy an image while protecting nothing. Text-like types
+    (`text/*`, JSON, XML) are still scanned."""
+    mime = obj.get("mimeType", obj.get("mime_type"))
+    if not isinstance(mime, str):
+        return False
+    mime = mime.lower()
+    return not (mime.startswith("text/") or "json" in mime or "xml" in mime or "yaml" in mime)
 
 
 def _redact(obj: Any, depth: int) -> Any:
@@ -329,10 +349,13 @@ def _redact(obj: Any, depth: int) -> Any:
     if obj is None or isinstance(obj, (bool, int, float)):
         return obj
     if isinstance(obj, Mapping):
+        media = _is_media_block(obj)
         out: dict[Any, Any] = {}
         for k, v in obj.items():
             if isinstance(k, str) and is_sensitive_key(k) and v is not None and not isinstance(v, bool):
                 out[k] = REDACTED
+            elif media and k in _MEDIA_KEYS and isinstance(v, str):
+                out[k] = v
             else:
                 out[k] = _redact(v, depth + 1)
         return out

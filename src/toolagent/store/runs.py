@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..engine.redaction import redact_values, remember_secrets
+from ..engine.redaction import redact_known, redact_values, remember_secrets
 from ..errors import NotFound
 from . import tables as t
 from .db import Database, as_utc, utcnow
@@ -237,7 +237,11 @@ class RunStore:
         the run of a worker it declared stopped."""
         values = redact_values(values, data=_RUN_DATA, text=_RUN_TEXT)
         if deliverable is not None:
-            deliverable = redact_values(deliverable, data=("data", "metadata"), text=("content",))
+            # `content` is rendered from `data` after `data` went through the redaction, so only
+            # remembered secret values are masked in it again; the shape rules would mangle media.
+            deliverable = redact_values(deliverable, data=("data", "metadata"))
+            if isinstance(deliverable.get("content"), str):
+                deliverable["content"] = redact_known(deliverable["content"])
         async with self.db.begin() as conn:
             if deliverable is not None:
                 values["deliverable_id"] = deliverable["id"]

@@ -238,3 +238,22 @@ def test_adversarial_text_is_scanned_in_linear_time(text: str) -> None:
     start = time.perf_counter()
     redact_text(text)
     assert time.perf_counter() - start < 2.0
+
+
+def test_binary_media_in_content_blocks_is_kept_but_text_like_blocks_are_scanned() -> None:
+    import base64
+    import os
+
+    png = base64.b64encode(os.urandom(600)).decode()
+    secret = base64.b64encode(os.urandom(48)).decode()
+    blocks = [
+        {"type": "image", "mimeType": "image/png", "data": png},
+        {"type": "resource", "resource": {"uri": "file:///x.bin", "mimeType": "application/octet-stream", "blob": png}},
+        {"type": "resource", "resource": {"uri": "file:///k.txt", "mimeType": "text/plain", "blob": secret}},
+        {"type": "resource", "resource": {"uri": "file:///k.json", "mimeType": "application/json", "text": secret}},
+        {"type": "text", "text": f"key {secret}"},
+    ]
+    out = redact(blocks)
+    assert out[0]["data"] == png and out[1]["resource"]["blob"] == png
+    assert out[2]["resource"]["blob"] == REDACTED and out[3]["resource"]["text"] == REDACTED
+    assert out[4]["text"] == f"key {REDACTED}"
