@@ -9,8 +9,30 @@ allowlist holds wherever a table is referenced.
 
 from __future__ import annotations
 
-from .guard import SqlGuard, check_sql
-from .policy import DEFAULT_DENIED_OPERATIONS, DEFAULT_MAX_BYTES, SqlDecision, SqlPolicy
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Names load on first use: importing `toolagent.sql.names` (agent validation does, for the
+# table allowlist's identifier rules) must not pay for sqlglot.
+_EXPORTS = {
+    "SqlGuard": ".guard", "check_sql": ".guard",
+    "DEFAULT_DENIED_OPERATIONS": ".policy", "DEFAULT_MAX_BYTES": ".policy", "SqlDecision": ".policy",
+    "SqlPolicy": ".policy",
+}
+
+if TYPE_CHECKING:
+    from .guard import SqlGuard, check_sql
+    from .policy import DEFAULT_DENIED_OPERATIONS, DEFAULT_MAX_BYTES, SqlDecision, SqlPolicy
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolagent.sql' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_DENIED_OPERATIONS",
