@@ -18,7 +18,7 @@ import contextlib
 import logging
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Any, Self
@@ -322,22 +322,32 @@ class ServerPool:
             self._server(namespace).tools = None
         return [self._spec(namespace, t) for t in (await self._listed(namespace)).values()]
 
-    async def all_tools(self) -> tuple[list[ToolSpec], dict[str, str]]:
-        """Tools of every enabled server, listed concurrently; unreachable servers are reported, not fatal."""
-        specs: dict[str, list[ToolSpec]] = {}
+    async def list_servers(self, names: Iterable[str]) -> tuple[dict[str, list[ToolSpec]], dict[str, str]]:
+        """The tools of each server of `names`, listed concurrently (only those are started).
+
+        Returns:
+            The listings by server, in the order asked, and the servers that could not be listed
+            (name -> why): an unreachable server is reported, not fatal.
+        """
+        wanted = list(dict.fromkeys(names))
+        found: dict[str, list[ToolSpec]] = {}
         errors: dict[str, str] = {}
 
         async def one(name: str) -> None:
             try:
-                specs[name] = await self.list_tools(name)
+                found[name] = await self.list_tools(name)
             except ServerUnavailable as exc:
                 errors[name] = exc.message
 
         async with task_group() as tg:
-            for name in self._servers:
+            for name in wanted:
                 tg.start_soon(one, name)
-        ordered = [s for name in self._servers for s in specs.get(name, [])]
-        return ordered, errors
+        return {name: found[name] for name in wanted if name in found}, errors
+
+    async def all_tools(self) -> tuple[list[ToolSpec], dict[str, str]]:
+        """Tools of every enabled server, listed concurrently; unreachable servers are reported, not fatal."""
+        listed, errors = await self.list_servers(self._servers)
+        return [s for specs in listed.values() for s in specs], errors
 
     async def tool_spec(self, name: str) -> ToolSpec:
         """Route `namespace/tool` exactly as written.

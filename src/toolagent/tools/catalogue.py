@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-import anyio
-
 from ..engine.config import EngineConfig
 from ..engine.permissions import parse_category
 from ..engine.registry import Registry, ToolEntry, ToolListing
@@ -45,21 +43,7 @@ class Catalogue(ToolSource):
         """
         if self.pool is None:
             return {}
-        pool = self.pool
-        wanted = list(dict.fromkeys(namespaces)) if namespaces is not None else pool.server_names
-        found: dict[str, list[ToolSpec]] = {}
-        errors: dict[str, str] = {}
-
-        async def one(name: str) -> None:
-            try:
-                found[name] = await pool.list_tools(name)
-            except ServerUnavailable as exc:
-                errors[name] = exc.message
-
-        async with anyio.create_task_group() as tg:
-            for name in wanted:
-                tg.start_soon(one, name)
-        listed = {name: found[name] for name in wanted if name in found}
+        listed, errors = await self.pool.list_servers(namespaces if namespaces is not None else self.pool.server_names)
         if namespaces is None:
             self._listed = listed
         else:
