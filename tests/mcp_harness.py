@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,3 +90,27 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+#: The page `served_page` serves (a fetch server and Chromium read it in the tests).
+PAGE = "<html><head><title>Hello page</title></head><body><h1>Hello from the test</h1></body></html>"
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@contextlib.contextmanager
+def served_page(root: Path) -> Iterator[str]:
+    """`PAGE` as `index.html`, served from `root` on 127.0.0.1; yields its URL."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "index.html").write_text(PAGE)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        thread.join(timeout=5)

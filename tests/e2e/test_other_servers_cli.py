@@ -5,19 +5,17 @@ Also: a server that never starts is announced on stderr and waited for once.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import NODE_BIN, REPO_ROOT
+from mcp_harness import served_page
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -27,25 +25,10 @@ EXAMPLE_CONFIG = REPO_ROOT / "examples" / "mcp.other-servers.json"
 EXAMPLE_AGENT = REPO_ROOT / "agents" / "page-to-git.yaml"
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
 @pytest.fixture()
 def site(tmp_path: Path) -> Iterator[str]:
-    root = tmp_path / "site"
-    root.mkdir()
-    (root / "index.html").write_text("<html><head><title>Hello page</title></head>"
-                                     "<body><h1>Hello from the test</h1></body></html>")
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    finally:
-        httpd.shutdown()
-        thread.join(timeout=5)
+    with served_page(tmp_path / "site") as url:
+        yield url
 
 
 def toolagent(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -7,11 +7,8 @@ and resources, categories inferred for servers nobody classified.
 from __future__ import annotations
 
 import base64
-import functools
-import http.server
 import json
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import NODE_BIN, REPO_ROOT
-from mcp_harness import node_config, servers
+from mcp_harness import node_config, served_page, servers
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
 from toolagent.engine.registry import Registry
@@ -37,7 +34,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180), pytest.mark.usefixtur
 
 PEERS_BIN = REPO_ROOT / ".venv-peers" / "bin"
 CHROMIUM = Path("/usr/bin/chromium")
-PAGE = "<html><head><title>Hello page</title></head><body><h1>Hello from the test</h1></body></html>"
 
 
 def peer(name: str, *args: str) -> dict[str, Any]:
@@ -51,22 +47,8 @@ def peer(name: str, *args: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A page served on 127.0.0.1 (the fetch server and Chromium read it)."""
-    root = tmp_path_factory.mktemp("site")
-    (root / "index.html").write_text(PAGE)
-    handler = functools.partial(_QuietHandler, directory=str(root))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    finally:
-        httpd.shutdown()
-        thread.join(timeout=5)
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        pass
+    with served_page(tmp_path_factory.mktemp("site")) as url:
+        yield url
 
 
 def agent(configuration: dict[str, Any], name: str = "peers") -> LoadedAgent:
