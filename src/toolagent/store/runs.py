@@ -300,11 +300,13 @@ class RunStore:
         A long-lived reader (the API server) would otherwise show a killed process's run as
         running until some process opens the store again.
         """
+        running = [row for row in rows if row.status == "running" and row.worker is None]
+        if not running:
+            return False  # the usual read: no process identity to look up
         me = Owner.current()
         closed = False
-        for row in rows:
-            if (row.status == "running" and row.worker is None
-                    and gone(row.owner_pid, row.owner_host, row.owner_boot, me) is not None):
+        for row in running:
+            if gone(row.owner_pid, row.owner_host, row.owner_boot, me) is not None:
                 closed = bool(await self.close_interrupted(me, run_id=row.id)) or closed
         return closed
 
