@@ -197,7 +197,16 @@ class Runtime:
         return await self.cancellation.get(execution_id, principal)
 
     async def cancel(self, execution_id: str, principal: Principal, *, wait_s: float = CANCEL_WAIT_S) -> Execution:
-        """Cancel a running execution here or in another process (see `Cancellation.cancel`)."""
+        """Cancel a running execution here or in another process (see `Cancellation.cancel`); a
+        call submitted to the workers is cancelled before it starts, or aborted on its worker."""
+        if not self.db.is_sqlite:
+            execution = await self.cancellation.get(execution_id, principal)
+            from .workers.calls import cancel_call, on_a_worker
+
+            if on_a_worker(execution):
+                cancelled = await cancel_call(self, execution, principal.name)
+                if cancelled is not None:
+                    return cancelled
         return await self.cancellation.cancel(execution_id, principal, wait_s=wait_s)
 
     async def cancel_run(self, run_id: str, principal: Principal, *, wait_s: float = CANCEL_WAIT_S) -> list[str]:

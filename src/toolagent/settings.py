@@ -14,6 +14,7 @@
 | `TOOLAGENT_FLOW_MAX_CHARS` | `flow_max_chars` | 200000 |
 | `TOOLAGENT_EXECUTION` | `execution` | `inprocess` |
 | `TOOLAGENT_WORKER_STALLED_S` | `worker_stalled_s` | 60 |
+| `TOOLAGENT_JOB_RETENTION_S` | `job_retention_s` | 3600 |
 | `TOOLAGENT_AUDIT_KEY` | `audit_key` | none (the audit chain is unkeyed) |
 | `TOOLAGENT_AUDIT_KEY_FILE` | `audit_key_file` | none |
 
@@ -117,9 +118,12 @@ class Settings(EnvSettings):
     flow_max_chars: int | None = Field(None, ge=1)
     """Longest string a step's result passes on to later steps."""
     execution: str | None = Field(None, pattern="^(inprocess|queue)$")
-    """`queue`: BUILD runs are submitted to the workers (PostgreSQL); `inprocess` (default): run here."""
+    """`queue`: BUILD runs and async tool calls are submitted to the workers (PostgreSQL);
+    `inprocess` (default): run here."""
     worker_stalled_s: float | None = Field(None, gt=0)
     """Seconds without a heartbeat after which a worker counts as stopped and its runs are reaped."""
+    job_retention_s: float | None = Field(None, ge=0)
+    """Seconds a finished job stays in the queue's table before the reaper deletes it (default 3600)."""
     audit_key: str | None = Field(None, repr=False)
     """The audit chain's HMAC key (kept outside the store); unset: the chain is unkeyed."""
     audit_key_file: str | None = None
@@ -145,7 +149,8 @@ class Settings(EnvSettings):
             var = ENV_PREFIX + field.upper()
             raw: Any = first.get("input")
             kind = ("a positive integer" if field.startswith("flow_max_") else "inprocess or queue"
-                    if field == "execution" else "a positive number" if field == "worker_stalled_s" else "valid")
+                    if field == "execution" else "a positive number" if field == "worker_stalled_s"
+                    else "a number of seconds, 0 or more" if field == "job_retention_s" else "valid")
             raise UsageError(f"{var} must be {kind}, got {raw!r}") from exc
 
 

@@ -3,7 +3,8 @@
 The values are the strings stored in the database and sent over the wire, so a member compares
 equal to its string (`ExecutionStatus.SUCCESS == "success"`) and serialises as it.
 
-- `ExecutionStatus`: one tool execution's record (`executions.status`).
+- `ExecutionStatus`: one tool execution's record (`executions.status`); `queued` only for an async
+  call submitted to the workers and not admitted yet.
 - `CallStatus`: how one call through the tool stack ended (`CallOutcome.status`); a denial is
   recorded as a `failed` execution with `denied` set, a timeout as a `cancelled` one.
 - `StepStatus`: one BUILD step (`run_steps.status`).
@@ -16,8 +17,9 @@ from enum import StrEnum
 
 
 class ExecutionStatus(StrEnum):
-    """A tool execution's stored status."""
+    """A tool execution's stored status (`queued`: submitted to the workers, not admitted yet)."""
 
+    QUEUED = "queued"
     RUNNING = "running"
     SUCCESS = "success"
     FAILED = "failed"

@@ -106,11 +106,14 @@ class Fleet:
         env["TOOLAGENT_ENGINE_CONFIG"] = str(path)
         return env
 
-    async def start(self, *, concurrency: int = 4, grace_s: float = 10.0) -> Worker:
+    async def start(self, *, concurrency: int = 4, grace_s: float = 10.0, queues: str = "builds,tools",
+                    env: dict[str, str] | None = None) -> Worker:
         proc = subprocess.Popen(
             [sys.executable, "-c", "from toolagent.cli import main; main()", "--db", self.url, "--servers",
-             str(self.servers), "worker", "--concurrency", str(concurrency), "--shutdown-grace", str(grace_s)],
-            env=self.env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=self.tmp)
+             str(self.servers), "worker", "--concurrency", str(concurrency), "--shutdown-grace", str(grace_s),
+             "--queues", queues],
+            env={**self.env(), **(env or {})}, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+            cwd=self.tmp)
         worker = Worker(proc)
         threading.Thread(target=worker.read, daemon=True).start()
         self.workers.append(worker)

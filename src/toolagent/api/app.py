@@ -84,6 +84,7 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_services(db, config) as svc:
             app.state.services = svc
+            svc.submit = bool(getattr(app.state, "submit_runs", False))
             yield
 
     app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan,

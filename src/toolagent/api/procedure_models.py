@@ -15,7 +15,7 @@ from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, MIN_LIMIT
 
 Category = Literal["browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent"]
-Status = Literal["running", "success", "failed", "cancelled"]
+Status = Literal["queued", "running", "success", "failed", "cancelled"]
 
 
 # -- inputs ------------------------------------------------------------------------------------

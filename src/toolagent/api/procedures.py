@@ -32,6 +32,7 @@ from ..errors import (
 from ..status import CallStatus, ExecutionStatus, StepStatus
 from ..tools.base import CallContext, CallOutcome
 from ..tools.spec import split_name
+from ..workers.app import submitting
 from .auth import Caller
 from .procedure_models import *  # noqa: F403 - the inputs and outputs are part of this module's names
 from .procedure_models import _Input
@@ -146,11 +147,11 @@ async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, rep
         if outcome is None:
             reply.headers.update(await _limit_headers(svc, caller, entry.name))
             reply.status = 202
-            execution_id = admitted[0].id
-            return {"success": True, "executionId": execution_id, "status": ExecutionStatus.RUNNING, "toolName": entry.name,
+            execution = admitted[0]
+            return {"success": True, "executionId": execution.id, "status": execution.status, "toolName": entry.name,
                     "timestamp": _now(),
-                    "links": {"status": f"/api/tools/executions/{execution_id}",
-                              "cancel": f"/api/tools/executions/{execution_id}/cancel"}}
+                    "links": {"status": f"/api/tools/executions/{execution.id}",
+                              "cancel": f"/api/tools/executions/{execution.id}/cancel"}}
     else:
         outcome = await svc.runtime.tools.call(entry, inp.arguments, ctx)
     return await _answer(svc, caller, outcome, reply)
@@ -190,7 +191,20 @@ async def _answer(svc: Services, caller: Caller, outcome: CallOutcome, reply: Re
 async def _start_in_background(svc: Services, entry: ToolEntry, arguments: dict[str, Any], ctx: CallContext,
                                admitted: list[Execution]) -> CallOutcome | None:
     """Run the call in the server's task group; return once it is admitted (None), or with its
-    outcome when it never was (refused, or its run was cancelled)."""
+    outcome when it never was (refused, or its run was cancelled).
+
+    When execution is `queue` (`serve --submit`, `TOOLAGENT_EXECUTION=queue`) on PostgreSQL, the
+    call is stored `queued` with its job for the workers instead (None too, `admitted` holding the
+    queued record); a refused or malformed call is still answered here.
+    """
+    if not svc.store.db.is_sqlite and submitting(svc.submit):
+        from ..workers.calls import submit_call
+
+        queued = await submit_call(svc.runtime, entry, arguments, ctx)
+        if isinstance(queued, CallOutcome):
+            return queued
+        admitted.append(queued)
+        return None
     ready = anyio.Event()
     ended: list[CallOutcome] = []
     failed: list[BaseException] = []

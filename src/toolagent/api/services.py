@@ -183,6 +183,8 @@ class Services:
     config: ServersConfig
     task_group: anyio.abc.TaskGroup
     runs: LiveRuns = field(default_factory=LiveRuns)
+    submit: bool = False
+    """`toolagent serve --submit`: BUILD runs and async calls go to the workers (as `TOOLAGENT_EXECUTION=queue`)."""
 
     @property
     def store(self) -> Store:

@@ -1,4 +1,4 @@
-"""`toolagent worker` and `toolagent queue`: BUILD runs on a fleet of workers (PostgreSQL).
+"""`toolagent worker` and `toolagent queue`: BUILD runs and async tool calls on a fleet of workers (PostgreSQL).
 
 A worker opens the runtime once (store, catalogue, server pool) and runs the submitted runs
 through its tool stack as the user who submitted each one. `toolagent build --submit` (or
@@ -24,14 +24,16 @@ def stalled_s() -> float:
 @app.command("worker")
 def worker(
     concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, max=256, help="Runs at once."),
-    queues: str = typer.Option("builds", "--queues", help="Comma-separated queues to take jobs from."),
+    queues: str = typer.Option("builds,tools", "--queues",
+                               help="Comma-separated queues to take jobs from: builds (BUILD runs), tools (async calls)."),
     shutdown_grace: float = typer.Option(30.0, "--shutdown-grace", min=0,
                                          help="Seconds running runs may finish after SIGTERM."),
 ) -> None:
-    """Run submitted BUILD runs until SIGTERM (needs a PostgreSQL store and the workers extra).
+    """Run submitted BUILD runs and async tool calls until SIGTERM (needs a PostgreSQL store and the
+    workers extra).
 
-    Every step goes through the same gate, limits, records and cancellation as a local build, as
-    the user (and API key) that submitted the run. SIGTERM stops taking runs and lets running
+    Every step or call goes through the same gate, limits, records and cancellation as in process,
+    as the user (and API key) that submitted it. SIGTERM stops taking runs and lets running
     ones finish within --shutdown-grace seconds; what is left ends `cancelled: worker shutting
     down`. A second SIGTERM stops at once. A worker whose heartbeat stops for
     TOOLAGENT_WORKER_STALLED_S seconds (default 60) has its runs closed by the others.

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 #: Bounds of a call's timeout in milliseconds: no execution outlives the upper one.
 MIN_TIMEOUT_MS: Final = 1_000
 MAX_TIMEOUT_MS: Final = 300_000
-#: Execution states; all but `running` are final.
-STATUSES: Final = ("running", "success", "failed", "cancelled")
+#: Execution states; all but `queued` (an async call waiting for a worker) and `running` are final.
+STATUSES: Final = ("queued", "running", "success", "failed", "cancelled")
 FINAL_STATUSES: Final = frozenset({"success", "failed", "cancelled"})
 #: Reason of executions closed because their process died.
 INTERRUPTED: Final = "interrupted"
@@ -383,7 +383,7 @@ class ExecutionStore:
         """Delete finished records that ended before `before` (and take them out of the totals);
         returns how many."""
         rc = et.run_cancellations
-        old = (_T.c.status != "running") & (_T.c.ended_at < before)
+        old = _T.c.status.in_(sorted(FINAL_STATUSES)) & (_T.c.ended_at < before)
         denial = sa.func.coalesce(_T.c.denial, "")
         async with self.db.begin() as conn:
             gone = (await conn.execute(
@@ -421,7 +421,7 @@ class ExecutionStore:
         """Recount `execution_totals` and `execution_buckets` from the `executions` rows (after a bulk load)."""
         denial = sa.func.coalesce(_T.c.denial, "")
         bucket = _bucket_sql(_T.c.duration_ms)
-        ended = _T.c.status != "running"
+        ended = _T.c.status.in_(sorted(FINAL_STATUSES))
         async with self.db.begin() as conn:
             await conn.execute(_TOT.delete())
             await conn.execute(_BKT.delete())

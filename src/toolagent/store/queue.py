@@ -1,9 +1,15 @@
 """Store verbs for runs submitted to the workers, and reads of procrastinate's job queue.
 
-A submitted run is inserted `queued` and its job deferred in the same transaction, through
-procrastinate's own SQL function (`procrastinate_defer_jobs_v1`, applied by migration 7): a
-rollback leaves neither, and a worker never sees a job whose run is not stored. Claiming,
-cancelling and closing a run change the run and its job together too. PostgreSQL only.
+A submitted run (or async tool call) is inserted `queued` and its job deferred in the same
+transaction, through procrastinate's own SQL function (`procrastinate_defer_jobs_v1`, applied by
+migration 7): a rollback leaves neither, and a worker never sees a job whose run is not stored.
+Claiming, cancelling and closing a run change the run and its job together too. PostgreSQL only.
+
+No secret at rest where people look: the `runs` and `executions` rows of a queued run or call
+hold the redacted form, as for any other, and a job's argument is only the id. The raw values a
+worker runs with (plan, payload, arguments, metadata) are kept in `queued_inputs` and deleted in
+the transaction that ends the run or call, whichever way it ends (finished, cancelled before it
+started, closed by the reaper); a run or call the reaper puts back in the queue keeps them.
 """
 
 from __future__ import annotations
@@ -20,20 +26,21 @@ from ..status import RunStatus, StepStatus
 from . import tables as t
 from .db import Database, as_utc, utcnow
 from .owner import Owner
+from .queued_calls import CALL_TASK, TOOLS_QUEUE, QueuedCallStore, fail_job_in
 from ..engine.redaction import redact_values
 from .runs import _RUN_DATA, _RUN_TEXT, RunRow, RunStore, _row
 
 #: The queue of BUILD runs and the task that runs one (argument: the run id).
 BUILDS_QUEUE, BUILD_TASK = "builds", "toolagent.build"
-#: The queue of single asynchronous tool calls (argument: the execution id).
-TOOLS_QUEUE = "tools"
+#: Run columns redacted on a queued run: the shown ones, and the plan (its definition carries the
+#: overrides merged in) and the caller's metadata.
+_QUEUED_RUN_DATA = (*_RUN_DATA, "plan", "run_metadata")
+_FINAL_JOB_STATUSES = ("succeeded", "failed", "cancelled", "aborted")
 
 _DEFER = sa.text(
     "SELECT unnest(procrastinate_defer_jobs_v1(ARRAY[ROW(:queue, :task, 0, NULL, NULL, CAST(:args AS jsonb), NULL)"
     "::procrastinate_job_to_defer_v1])) AS id")
 _CANCEL = sa.text("SELECT procrastinate_cancel_job_v1(:job_id, :abort, false)")
-_FINISH = sa.text("SELECT procrastinate_finish_job_v1(:job_id, CAST(:status AS procrastinate_job_status), false)")
-_JOB_LIVE = sa.text("SELECT status::text FROM procrastinate_jobs WHERE id = :job_id FOR UPDATE")
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,8 @@ class QueueStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.calls = QueuedCallStore(db)
+        """Async tool calls on the `tools` queue."""
 
     def _require_postgres(self) -> None:
         if self.db.is_sqlite:
@@ -78,26 +87,27 @@ class QueueStore:
 
     # -- submitting, claiming, cancelling ----------------------------------------------------------
 
-    async def submit_run(self, *, steps: list[dict[str, Any]], **values: Any) -> int:
-        """Insert a run `queued` (its steps `pending`) and defer its job, in one transaction.
+    async def submit_run(self, *, steps: list[dict[str, Any]], inputs: dict[str, Any], **values: Any) -> int:
+        """Insert a run `queued` (its steps `pending`), its raw inputs, and defer its job, in one transaction.
 
         Args:
             steps: `position` and `tool` of each step.
-            **values: The run's columns (`id`, agent, `plan`, `principal`, `api_key_id`, `payload`...).
+            inputs: What the worker runs with, unredacted (`plan`, `payload`, `metadata`).
+            **values: The run's columns (`id`, agent, `plan`, `principal`, `api_key_id`, `payload`...),
+                stored redacted.
 
         Returns:
             The procrastinate job id.
         """
         self._require_postgres()
         now = utcnow()
-        # The shown columns are redacted as for any run; the worker runs from `plan`, which keeps
-        # what it needs (the payload included) until the run is run.
-        values = redact_values(values, data=_RUN_DATA, text=_RUN_TEXT)
+        values = redact_values(values, data=_QUEUED_RUN_DATA, text=_RUN_TEXT)
         async with self.db.begin() as conn:
             await conn.execute(t.runs.insert().values(status=RunStatus.QUEUED, queued_at=now, started_at=now, **values))
             if steps:
                 await conn.execute(t.run_steps.insert(), [
                     {"run_id": values["id"], "status": StepStatus.PENDING, **s} for s in steps])
+            await conn.execute(t.queued_inputs.insert().values(id=values["id"], data=inputs, created_at=now))
             job_id = await self._defer(conn, values["id"])
         return job_id
 
@@ -106,6 +116,11 @@ class QueueStore:
                                                    "args": json.dumps({"run_id": run_id})})).scalar_one())
         await conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(job_id=job_id))
         return job_id
+
+    async def drop_inputs(self, key: str) -> None:
+        """Delete the raw inputs of a run or call that ended (nothing when there are none)."""
+        async with self.db.begin() as conn:
+            await conn.execute(t.queued_inputs.delete().where(t.queued_inputs.c.id == key))
 
     async def claim_run(self, run_id: str, *, worker: str, host: str, owner: Owner | None = None) -> RunRow | None:
         """Move a `queued` run to `running` for this worker; None when it is not queued any more
@@ -121,12 +136,23 @@ class QueueStore:
         return _row(RunRow, row) if row is not None else None
 
     async def queued_plan(self, run_id: str) -> dict[str, Any]:
-        """What a worker needs to run a claimed run: plan, principal, key, payload, metadata."""
-        c = t.runs.c
+        """What a worker needs to run a claimed run: plan, principal, key, payload, metadata (the
+        plan, payload and metadata unredacted, from `queued_inputs`).
+
+        Raises:
+            UsageError: the run's inputs are gone (it ended, or was submitted by a release that
+                kept them elsewhere).
+        """
+        c, q = t.runs.c, t.queued_inputs.c
         async with self.db.begin() as conn:
-            row = (await conn.execute(sa.select(c.plan, c.principal, c.api_key_id, c.payload, c.run_metadata,
-                                                c.user_id, c.queued_at).where(c.id == run_id))).one()
-        return dict(row._mapping)
+            row = (await conn.execute(sa.select(c.principal, c.api_key_id, c.user_id, c.queued_at, q.data)
+                                      .join_from(t.runs, t.queued_inputs, q.id == c.id, isouter=True)
+                                      .where(c.id == run_id))).one()
+        if row.data is None:
+            raise UsageError(f"run {run_id} has no stored inputs any more; submit it again")
+        return {"principal": row.principal, "api_key_id": row.api_key_id, "user_id": row.user_id,
+                "queued_at": row.queued_at, "plan": row.data["plan"], "payload": row.data.get("payload") or {},
+                "run_metadata": row.data.get("metadata")}
 
     async def cancel_queued_run(self, run_id: str, by: str) -> bool:
         """End a run that has not started `cancelled`, and cancel its job; False when it is not queued."""
@@ -146,6 +172,7 @@ class QueueStore:
             if row.job_id is not None:
                 await conn.execute(_CANCEL, {"job_id": row.job_id, "abort": False})
             await RunStore._save_interrupted_deliverable(conn, run_id, error, now)
+            await conn.execute(t.queued_inputs.delete().where(t.queued_inputs.c.id == run_id))
         return True
 
     async def abort_job(self, run_id: str) -> bool:
@@ -196,6 +223,7 @@ class QueueStore:
             await conn.execute(t.run_steps.update().where((s.run_id == run_id) & (s.status == StepStatus.PENDING))
                                .values(status=StepStatus.SKIPPED))
             await RunStore._save_interrupted_deliverable(conn, run_id, error, now)
+            await conn.execute(t.queued_inputs.delete().where(t.queued_inputs.c.id == run_id))
             await self._fail_job(conn, job_id)
         return True
 
@@ -227,6 +255,22 @@ class QueueStore:
             await self._fail_job(conn, job_id)
             return await self._defer(conn, run_id) if queued is not None else None
 
+    async def remove_finished_jobs(self, older_than_s: float) -> int:
+        """Delete jobs that ended (succeeded, failed, cancelled, aborted) more than `older_than_s`
+        seconds ago, with their events; returns how many.
+
+        procrastinate's builtin `remove_old_jobs` task runs the same deletion, but counts in whole
+        hours and would also try to delete the job that the newest periodic defer still points to
+        (a foreign key without a cascade), failing the whole deletion; this one leaves that job.
+        """
+        async with self.db.begin() as conn:
+            result = await conn.execute(sa.text(
+                "DELETE FROM procrastinate_jobs j WHERE j.status::text = ANY(:statuses) "
+                "AND NOT EXISTS (SELECT 1 FROM procrastinate_periodic_defers d WHERE d.job_id = j.id) "
+                "AND (SELECT max(e.at) FROM procrastinate_events e WHERE e.job_id = j.id) "
+                "< NOW() - make_interval(secs => :s)"), {"statuses": list(_FINAL_JOB_STATUSES), "s": older_than_s})
+        return int(result.rowcount or 0)
+
     async def fail_job(self, job_id: int) -> None:
         """Mark a stalled job (not a run's) failed."""
         async with self.db.begin() as conn:
@@ -234,9 +278,7 @@ class QueueStore:
 
     @staticmethod
     async def _fail_job(conn: Any, job_id: int) -> None:
-        status = await conn.scalar(_JOB_LIVE, {"job_id": job_id})
-        if status in ("todo", "doing"):
-            await conn.execute(_FINISH, {"job_id": job_id, "status": "failed"})
+        await fail_job_in(conn, job_id)
 
     # -- visibility --------------------------------------------------------------------------------
 
@@ -270,4 +312,4 @@ class QueueStore:
                 "WHERE last_heartbeat >= NOW() - make_interval(secs => :s)"), {"s": stalled_after_s}) or 0)
 
 
-__all__ = ["BUILDS_QUEUE", "BUILD_TASK", "TOOLS_QUEUE", "JobRow", "QueueCount", "QueueStore"]
+__all__ = ["BUILDS_QUEUE", "BUILD_TASK", "CALL_TASK", "TOOLS_QUEUE", "JobRow", "QueueCount", "QueueStore"]

@@ -95,3 +95,13 @@ deliverables = sa.Table(
     sa.Column("metadata", JSON, nullable=False),
     sa.Column("created_at", TS, nullable=False),
 )
+
+# What a worker needs of a submitted run or call (its plan, payload, arguments, metadata) before
+# redaction, keyed by the run or execution id (migration 9). The row is deleted when the run or
+# call ends, however it ends; the rows shown to people hold the redacted form only.
+queued_inputs = sa.Table(
+    "queued_inputs", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("data", JSON, nullable=False),
+    sa.Column("created_at", TS, nullable=False),
+)

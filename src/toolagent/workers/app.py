@@ -10,17 +10,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..store.queue import BUILD_TASK, BUILDS_QUEUE
+from ..store.queue import BUILD_TASK, BUILDS_QUEUE, CALL_TASK, TOOLS_QUEUE
 
 if TYPE_CHECKING:
     import procrastinate
 
 #: Name of the reaper's task, and the queueing lock that keeps at most one of it waiting.
 REAP_TASK, REAP_LOCK = "toolagent.reap", "toolagent-reaper"
+#: The reaper's queue: every worker takes it, whichever queues it was started on.
+MAINTENANCE_QUEUE = "maintenance"
 #: Key of the worker's state in procrastinate's job context.
 STATE_KEY = "toolagent"
 #: Seconds without a heartbeat after which a worker counts as stopped (`TOOLAGENT_WORKER_STALLED_S`).
 DEFAULT_STALLED_S = 60.0
+#: Seconds a finished job stays in the queue's table before the reaper deletes it (`TOOLAGENT_JOB_RETENTION_S`).
+DEFAULT_JOB_RETENTION_S = 3600.0
 
 
 def stalled_after_s() -> float:
@@ -28,6 +32,14 @@ def stalled_after_s() -> float:
     from ..settings import Settings
 
     return Settings.from_env().worker_stalled_s or DEFAULT_STALLED_S
+
+
+def job_retention_s() -> float:
+    """`TOOLAGENT_JOB_RETENTION_S`, else `DEFAULT_JOB_RETENTION_S`."""
+    from ..settings import Settings
+
+    value = Settings.from_env().job_retention_s
+    return DEFAULT_JOB_RETENTION_S if value is None else value
 
 
 def submitting(flag: bool = False) -> bool:
@@ -57,7 +69,7 @@ def reap_every_s(stalled_s: float) -> int:
 
 
 def make_app(url: str, *, stalled_s: float = DEFAULT_STALLED_S) -> procrastinate.App:
-    """The app with the `builds` task and the periodic reaper.
+    """The app with the `builds` and `tools` tasks and the periodic reaper.
 
     Raises:
         UsageError: the store is SQLite, or procrastinate is not installed.
@@ -74,11 +86,17 @@ def make_app(url: str, *, stalled_s: float = DEFAULT_STALLED_S) -> procrastinate
         """Run one submitted BUILD run."""
         await _state(context).run_build(run_id, context)
 
+    @app.task(name=CALL_TASK, queue=TOOLS_QUEUE, pass_context=True)
+    async def call(context: procrastinate.JobContext, execution_id: str) -> None:
+        """Run one submitted async tool call."""
+        await _state(context).run_call(execution_id, context)
+
     @app.periodic(cron=f"* * * * * */{reap_every_s(stalled_s)}", periodic_id="reaper")
-    @app.task(name=REAP_TASK, queue=BUILDS_QUEUE, queueing_lock=REAP_LOCK, pass_context=True)
+    @app.task(name=REAP_TASK, queue=MAINTENANCE_QUEUE, queueing_lock=REAP_LOCK, pass_context=True)
     async def reap(context: procrastinate.JobContext, timestamp: int) -> None:
-        """Close or re-queue the runs of workers whose heartbeat stopped."""
-        await _state(context).reap()
+        """Close or re-queue the runs and calls of workers whose heartbeat stopped, and delete the
+        jobs that ended longer ago than the retention (this one's earlier ticks included)."""
+        await _state(context).reap(prune=True)
 
     return app
 
@@ -90,5 +108,5 @@ def _state(context: Any) -> Any:
     return state
 
 
-__all__ = ["DEFAULT_STALLED_S", "REAP_LOCK", "REAP_TASK", "STATE_KEY", "conninfo", "make_app", "reap_every_s",
-           "stalled_after_s", "submitting"]
+__all__ = ["DEFAULT_JOB_RETENTION_S", "DEFAULT_STALLED_S", "MAINTENANCE_QUEUE", "REAP_LOCK", "REAP_TASK", "STATE_KEY", "conninfo", "make_app", "job_retention_s",
+           "reap_every_s", "stalled_after_s", "submitting"]

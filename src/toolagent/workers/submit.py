@@ -75,10 +75,11 @@ async def submit_run(
         id=run_id, organization_slug=plan.organization_slug, agent_slug=plan.agent_slug,
         agent_version=plan.agent_version, user_id=user if user is not None else principal.name,
         execution_mode=plan.mode.value, stop_on_error=plan.stop_on_error, payload=dict(payload or {}),
-        overrides=plan.overrides or None, plan={**plan_to_json(plan), "payload": dict(payload or {})},
-        principal=principal.name,
+        overrides=plan.overrides or None, plan=plan_to_json(plan), principal=principal.name,
         api_key_id=api_key.id if api_key is not None else None, run_metadata=dict(metadata or {}) or None,
         steps=[{"position": s.position, "tool": s.tool} for s in plan.steps],
+        # The run's row keeps the redacted form; what the worker runs with is kept aside until the run ends.
+        inputs={"plan": plan_to_json(plan), "payload": dict(payload or {}), "metadata": dict(metadata or {}) or None},
     )
     return run_id
 

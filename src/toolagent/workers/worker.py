@@ -1,9 +1,13 @@
 """One worker process: one runtime (store, catalogue, server pool), many jobs through its tool stack.
 
-A job claims its run (`queued` -> `running`, only once), loads the plan, the principal and the
-API key the run was submitted with, and runs it with the runtime's BUILD runner, so every step
-passes the same gate (the key re-checked when the step is admitted), limits, records and
-cancellation as a local build.
+A `builds` job claims its run (`queued` -> `running`, only once), loads the plan, the principal
+and the API key the run was submitted with, and runs it with the runtime's BUILD runner, so every
+step passes the same gate (the key re-checked when the step is admitted), limits, records and
+cancellation as a local build. A `tools` job admits its queued call through the same layers
+(`calls.py`): the admission transaction is the claim.
+
+The raw inputs of a run or call (`queued_inputs`) are deleted when its job ends here, unless a
+reaper put it back in the queue meanwhile.
 
 Shutdown: the first SIGTERM (or SIGINT) stops taking jobs and lets running ones finish for the
 grace period; what is left is cancelled and recorded `cancelled: worker shutting down`. A second
@@ -22,12 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..engine.redaction import remember_secrets
 from ..errors import ToolAgentError
 from ..runs.runner import BuildRunner
-from ..status import RunStatus
+from ..status import ExecutionStatus, RunStatus
 from ..store.db import utcnow
-from ..tools.base import CallContext
-from .app import DEFAULT_STALLED_S, STATE_KEY, make_app
+from ..tools.base import CallContext, CallOutcome, ToolSource
+from .app import DEFAULT_JOB_RETENTION_S, DEFAULT_STALLED_S, MAINTENANCE_QUEUE, STATE_KEY, job_retention_s, make_app
+from .calls import queued_call_stack, run_queued_call
 from .reaper import reap
 from .submit import plan_from_json
 
@@ -39,6 +45,8 @@ logger = logging.getLogger("toolagent.workers")
 
 #: Reason recorded on runs still running when a stopping worker's grace period ends.
 SHUTDOWN_REASON = "cancelled: worker shutting down"
+#: Who a call still running then is recorded as cancelled by.
+SHUTDOWN_BY = "the worker shutting down"
 #: Seconds a stopping worker lets running jobs finish (`--shutdown-grace`).
 DEFAULT_SHUTDOWN_GRACE_S = 30.0
 
@@ -50,11 +58,74 @@ class WorkerState:
     runtime: Runtime
     store: Store
     stalled_s: float = DEFAULT_STALLED_S
+    retention_s: float = DEFAULT_JOB_RETENTION_S
+    """Seconds a finished job stays in the queue's table."""
     host: str = field(default_factory=socket.gethostname)
     app: Any = None
     runners: dict[str, BuildRunner] = field(default_factory=dict)
     on_event: Callable[[str, str], None] | None = None
     """Told `(kind, run_id)` as runs are claimed and end (the CLI prints them)."""
+    task_group: anyio.abc.TaskGroup | None = None
+    """Where calls run, apart from their job's task (see `run_call`)."""
+    calls: dict[str, anyio.CancelScope] = field(default_factory=dict)
+    """The calls running here, by execution id: the scope of each one's task."""
+    _call_stack: ToolSource | None = None
+
+    async def run_call(self, execution_id: str, context: Any) -> None:
+        """Run a submitted async call, if it is still queued.
+
+        The call runs in a task of the worker's own, and the job's task waits for it: a
+        procrastinate abort cancels the job's task, which then stops the call as whoever asked
+        (the store's cancel flag names them), so its record says who cancelled it.
+        """
+        if self._call_stack is None:
+            self._call_stack = queued_call_stack(self.runtime)
+        stack = self._call_stack
+        assert self.task_group is not None
+        done = anyio.Event()
+        scope = anyio.CancelScope()
+        ended: list[CallOutcome | None] = []
+
+        async def body() -> None:
+            try:
+                with scope:
+                    ended.append(await run_queued_call(self.runtime, stack, execution_id))
+            finally:
+                done.set()
+
+        self.calls[execution_id] = scope
+        self.task_group.start_soon(body)
+        try:
+            await done.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                current = await self.runtime.executions.get(execution_id)
+                self.stop_call(execution_id, (current.cancel_requested_by if current else None) or "an abort of its job")
+                with anyio.move_on_after(10):
+                    await done.wait()
+            raise
+        finally:
+            self.calls.pop(execution_id, None)
+            with anyio.CancelScope(shield=True):
+                current = await self.runtime.executions.get(execution_id)
+                if current is not None and current.status != ExecutionStatus.QUEUED:
+                    await self.store.queue.calls.drop_inputs(execution_id)
+        if ended and ended[0] is not None:
+            self._tell(ended[0].status, execution_id)
+
+    def stop_call(self, execution_id: str, by: str) -> bool:
+        """Cancel a call running here as `by` (before its admission: its task); False when none is."""
+        scope = self.calls.get(execution_id)
+        if scope is None:
+            return False
+        # The timeout layer registered the admitted call's scope under its id: cancelling that
+        # one records `cancelled by <by>`.
+        active = self.runtime.cancellation._active.get(execution_id)  # noqa: SLF001 - same package family
+        if active is not None:
+            active.cancel(by)
+        else:
+            scope.cancel()
+        return True
 
     async def run_build(self, run_id: str, context: Any) -> None:
         """Run a submitted run, if it is still queued (a cancelled or already claimed one is left)."""
@@ -73,27 +144,44 @@ class WorkerState:
             now = utcnow()
             await self.store.runs.finish_run(run_id, deliverable=None, status=RunStatus.FAILED,
                                              error=f"run could not start: {exc.message}", ended_at=now)
+            await self.store.queue.drop_inputs(run_id)
             self._tell("failed", run_id)
             return
         runner = self.runtime.runner(CallContext(principal, api_key=key))
         self.runners[run_id] = runner
+        payload = queued["payload"]
+        # As a local build does when it stores the run: the payload's and overrides' secrets are
+        # masked by value wherever they come back (step params, results, the deliverable).
+        remember_secrets(payload, plan.overrides, queued["run_metadata"])
         try:
-            payload = queued["plan"].get("payload", queued["payload"])  # the shown `payload` is redacted
             outcome = await runner.run(plan, payload, user=queued["user_id"],
                                        metadata=queued["run_metadata"], run_id=run_id, claimed=True)
             self._tell(outcome.status, run_id)
         finally:
             self.runners.pop(run_id, None)
+            with anyio.CancelScope(shield=True):
+                await self._drop_run_inputs(run_id)
+
+    async def _drop_run_inputs(self, run_id: str) -> None:
+        """Delete the raw inputs of a run that ended here (one a reaper put back in the queue
+        meanwhile, taking this worker for dead, keeps them: it is `queued` again)."""
+        if (await self.store.runs.get_run(run_id)).status != RunStatus.QUEUED:
+            await self.store.queue.drop_inputs(run_id)
 
     def cancel_all(self, reason: str) -> int:
-        """Cancel every run of this worker, recording `reason`; returns how many."""
-        return sum(runner.cancel(run_id, reason) for run_id, runner in list(self.runners.items()))
+        """Cancel every run and call of this worker, recording `reason`; returns how many."""
+        runs = sum(runner.cancel(run_id, reason) for run_id, runner in list(self.runners.items()))
+        return runs + sum(self.stop_call(execution_id, SHUTDOWN_BY) for execution_id in list(self.calls))
 
-    async def reap(self) -> dict[str, list[str]]:
-        """Close or re-queue the runs of stopped workers (see `reaper.py`)."""
+    async def reap(self, *, prune: bool = False) -> dict[str, list[str]]:
+        """Close or re-queue the runs and calls of stopped workers (see `reaper.py`); with `prune`,
+        also delete the jobs that ended longer ago than `TOOLAGENT_JOB_RETENTION_S`."""
         # This worker's own jobs are never among them: its heartbeat is live.
         jobs = await self.app.job_manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_s)
-        return await reap(self.runtime, self.store, list(jobs))
+        done = await reap(self.runtime, self.store, list(jobs))
+        if prune:
+            await self.store.queue.remove_finished_jobs(self.retention_s)
+        return done
 
     def _tell(self, kind: str, run_id: str) -> None:
         if self.on_event is not None:
@@ -111,7 +199,7 @@ async def run_worker(
         runtime: The process's runtime (started); every run goes through its tool stack.
         store: Its store (PostgreSQL).
         concurrency: Jobs run at once.
-        queues: The queues to take jobs from (default `builds`).
+        queues: The queues to take jobs from (default both): `builds`, `tools`.
         shutdown_grace_s: How long running jobs may finish after the first signal.
         stalled_s: Seconds without a heartbeat after which a worker counts as stopped.
         on_event: Told `(kind, run_id)` as runs are claimed and end.
@@ -120,13 +208,13 @@ async def run_worker(
     from procrastinate.worker import Worker
 
     app = make_app(store.url, stalled_s=stalled_s)
-    state = WorkerState(runtime, store, stalled_s=stalled_s, app=app, on_event=on_event)
+    state = WorkerState(runtime, store, stalled_s=stalled_s, retention_s=job_retention_s(), app=app, on_event=on_event)
     async with app.open_async():
         # At start too, not only on the reaper's schedule: a fleet restarted after a crash
         # closes the crashed runs before taking new work.
         await state.reap()
         worker = Worker(
-            app, queues=queues or ["builds"], concurrency=concurrency, name=f"{state.host}:{os.getpid()}",
+            app, queues=[*(queues or ["builds", "tools"]), MAINTENANCE_QUEUE], concurrency=concurrency, name=f"{state.host}:{os.getpid()}",
             install_signal_handlers=False, shutdown_graceful_timeout=None,
             update_heartbeat_interval=max(0.2, stalled_s / 6), stalled_worker_timeout=stalled_s,
             fetch_job_polling_interval=1.0, abort_job_polling_interval=1.0,
@@ -139,6 +227,8 @@ async def run_worker(
             state.cancel_all(SHUTDOWN_REASON)
 
         async with anyio.create_task_group() as tg:
+            state.task_group = tg
+
             def on_signal() -> None:
                 nonlocal signals
                 signals += 1
@@ -169,4 +259,4 @@ async def run_worker(
                 tg.cancel_scope.cancel()
 
 
-__all__ = ["DEFAULT_SHUTDOWN_GRACE_S", "SHUTDOWN_REASON", "WorkerState", "run_worker"]
+__all__ = ["DEFAULT_SHUTDOWN_GRACE_S", "SHUTDOWN_BY", "SHUTDOWN_REASON", "WorkerState", "run_worker"]

@@ -13,12 +13,19 @@ from toolagent.store.db import utcnow
 pytestmark = pytest.mark.anyio
 
 RUN = {"id": "run_1", "organization_slug": "tests", "agent_slug": "a", "user_id": "alice", "execution_mode": "sequential",
-       "stop_on_error": True, "plan": {"agent": "tests/a"}, "principal": "alice"}
+       "stop_on_error": True, "plan": {"agent": "tests/a"}, "principal": "alice",
+       "payload": {"password": "hunter2-xyz"}, "inputs": {"plan": {"agent": "tests/a"}, "payload": {"password": "hunter2-xyz"}}}
 STEPS = [{"position": 0, "tool": "q/write"}, {"position": 1, "tool": "q/noop"}]
 
 
 async def jobs_of(store, run_id: str) -> list[str]:  # type: ignore[no-untyped-def]
     return [j.status for j in await store.queue.jobs() if j.args == {"run_id": run_id}]
+
+
+async def inputs_of(store, key: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The raw inputs kept for a queued run or call."""
+    async with store.db.begin() as conn:
+        return [r.id for r in await conn.execute(sa.text("SELECT id FROM queued_inputs WHERE id = :k"), {"k": key})]
 
 
 async def test_submit_stores_the_run_and_its_job_together_or_neither(pg_url: str) -> None:
@@ -27,6 +34,9 @@ async def test_submit_stores_the_run_and_its_job_together_or_neither(pg_url: str
         row = await store.runs.get_run("run_1")
         assert row.status == "queued" and row.job_id == job_id and row.queued_at is not None
         assert await jobs_of(store, "run_1") == ["todo"]
+        # Shown redacted; the worker's copy is kept aside.
+        assert row.payload == {"password": "[REDACTED]"} and await inputs_of(store, "run_1") == ["run_1"]
+        assert (await store.queue.queued_plan("run_1"))["payload"] == {"password": "hunter2-xyz"}
         # A second submission with the same id fails on the run's key: its job is rolled back too.
         with pytest.raises(StoreError):
             await store.queue.submit_run(steps=STEPS, **RUN)
@@ -45,6 +55,7 @@ async def test_a_run_is_claimed_once_and_a_cancelled_one_never(pg_url: str) -> N
         assert await store.queue.claim_run("run_2", worker="7", host="h1") is None
         assert await jobs_of(store, "run_2") == ["cancelled"]
         assert (await store.runs.get_deliverable("run_2")).metadata["interrupted"] is True
+        assert await inputs_of(store, "run_2") == []  # cancelled before it started: its inputs go with it
 
 
 async def test_a_late_result_of_a_stopped_worker_is_discarded(pg_url: str) -> None:
@@ -57,6 +68,7 @@ async def test_a_late_result_of_a_stopped_worker_is_discarded(pg_url: str) -> No
         reason = "interrupted: worker 7 (pid 1) on h1 stopped; outcome of q/write unknown"
         assert await store.queue.close_stalled_run("run_1", job_id, reason)
         assert await jobs_of(store, "run_1") == ["failed"]
+        assert await inputs_of(store, "run_1") == []
         # The stopped worker answers after all: neither its steps nor its outcome are written.
         await store.runs.update_steps("run_1", [{"position": 0, "status": "success", "started_at": utcnow()}])
         done = await store.runs.finish_run("run_1", deliverable={"id": "dlv_late", "format": "json", "type": "t",

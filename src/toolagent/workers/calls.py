@@ -1,0 +1,158 @@
+"""Async single tool calls on the workers (the `tools` queue).
+
+Submitting (the API's async executeTool when execution is `queue`): the call gets its execution
+id, the gate's verdict and its argument checks as in process; a refused or malformed call is
+answered (and recorded) exactly as in process. An admitted one is stored `queued` (redacted, its
+raw arguments aside) with its `tools` job, in one transaction.
+
+Running (a worker): the call goes through the runtime's tool layers (gate, limits, record and
+audit, timeout and cancellation, retries, SQL guard, schema), composed by the same function over
+the same catalogue, limits and cancellation. Only its record layer differs: its admission
+transaction replaces the `queued` row by the `running` one (so the gate's key re-check, the limit
+counters and the claim commit together, and a call cancelled meanwhile is never started), and its
+rows carry no process id, so a restarted process does not take them for its own orphans: the
+reaper judges them by the worker's heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..engine.executions import Execution, ExecutionStore, new_execution_id, resolve_timeout_ms
+from ..engine.permissions import decide
+from ..engine.registry import ToolEntry
+from ..errors import ToolAgentError
+from ..status import CallStatus, ExecutionStatus
+from ..store.db import utcnow
+from ..store.queued_calls import QueuedCallStore
+from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
+from ..tools.records import Recorder
+from ..tools.stack import build_tool_stack
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+    from ..runtime import Runtime
+
+logger = logging.getLogger("toolagent.workers.calls")
+
+
+class NotQueued(Exception):
+    """The call is not `queued` any more (cancelled before it started, or admitted elsewhere)."""
+
+
+class _TakingExecutions(ExecutionStore):
+    """Inserts a call's first row over its `queued` one, in the same transaction."""
+
+    def insert(self, conn: sa.Connection, execution: Execution) -> None:
+        """Replace the `queued` row of `execution.id` by `execution`.
+
+        Raises:
+            NotQueued: the row is not queued any more (the transaction rolls back whole).
+        """
+        if not QueuedCallStore.take_in(conn, execution.id):
+            raise NotQueued(execution.id)
+        super().insert(conn, execution)
+
+
+def queued_call_stack(runtime: Runtime) -> ToolSource:
+    """The runtime's tool layers over its catalogue, with the record layer that admits queued calls."""
+    recorder = Recorder(runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events,
+                        None)  # type: ignore[arg-type] - no process id on the row: the heartbeat says who runs it
+    return build_tool_stack(runtime.catalogue, recorder=recorder, limits=runtime.limits,
+                            cancellation=runtime.cancellation, clock=runtime.clock)
+
+
+def _allowed(call: ToolCall, ctx: CallContext) -> bool:
+    """The gate's verdict before any I/O (its checks without the in-transaction key re-read)."""
+    key = ctx.api_key
+    return decide(user=ctx.principal.name, level=ctx.principal.level, tool=call.name, risk=call.entry.risk,
+                  category=call.entry.category, enabled=call.entry.enabled, agent_tools=ctx.agent_tools,
+                  key_id=key.id if key is not None else None, key_revoked_at=key.revoked_at if key else None,
+                  key_scopes=key.scopes if key else None).allowed
+
+
+async def submit_call(runtime: Runtime, entry: ToolEntry, arguments: dict[str, Any],
+                      ctx: CallContext) -> Execution | CallOutcome:
+    """Queue one async call for the workers.
+
+    Returns:
+        The execution as stored (`queued`), or the outcome of a call answered here: malformed
+        (`failed`, nothing recorded) or refused by the gate (`denied`, recorded as in process).
+
+    Raises:
+        UsageError: the timeout is out of range, or the store is not PostgreSQL.
+    """
+    stack = runtime.tools
+    timeout_ms = resolve_timeout_ms(ctx.timeout_ms, entry.spec.timeout_s, stack.default_timeout_ms)
+    now = stack.clock()
+    call = ToolCall(entry, dict(arguments), new_execution_id(now), now, timeout_ms)
+    if not _allowed(call, ctx):
+        return await stack.call(entry, arguments, ctx)  # refused and recorded exactly as in process
+    try:
+        await stack.source.check(call, ctx)
+    except ToolAgentError as exc:
+        return CallOutcome(CallStatus.FAILED, call.name, error=exc.message, exception=exc)
+    draft = runtime.recorder.draft(call, ctx)  # redacted arguments and metadata
+    queued = replace(draft, status=ExecutionStatus.QUEUED, owner=None)
+    await runtime.store.queue.calls.submit(queued, dict(arguments),
+                                           dict(ctx.metadata) if ctx.metadata is not None else None)
+    return queued
+
+
+async def run_queued_call(runtime: Runtime, stack: ToolSource, execution_id: str) -> CallOutcome | None:
+    """Admit and run a queued call as the caller who submitted it; None when it is not queued
+    any more (cancelled before it started, or taken by another job)."""
+    calls = runtime.store.queue.calls
+    queued = await calls.get(execution_id)
+    if queued is None:
+        return None
+    execution = queued.execution
+    try:
+        principal = await runtime.principals.get_user(execution.user)
+        key = await runtime.principals.get_key(execution.api_key_id) if execution.api_key_id else None
+        entry = await runtime.tools.resolve(execution.tool)
+    except ToolAgentError as exc:
+        # Nothing ran: its user, key or tool is gone.
+        await calls.close_unstarted(execution_id, f"call could not start: {exc.message}")
+        return None
+    ctx = CallContext(principal, api_key=key, session_id=execution.session_id, metadata=queued.metadata,
+                      timeout_ms=execution.timeout_ms)
+    call = ToolCall(entry, queued.arguments, execution.id, execution.started_at.timestamp(),
+                    execution.timeout_ms or runtime.tools.default_timeout_ms)
+    try:
+        await stack.check(call, ctx)
+    except ToolAgentError as exc:
+        await calls.close_unstarted(execution_id, f"call could not start: {exc.message}")
+        return None
+    try:
+        return await stack.call_tool(call, ctx)
+    except NotQueued:
+        return None
+
+
+async def cancel_call(runtime: Runtime, execution: Execution, by: str) -> Execution | None:
+    """Cancel a call of the `tools` queue: a queued one ends `cancelled` without starting (audited)
+    and its record is returned; a running one is flagged with who asked, then aborted on its worker
+    (procrastinate abort), which stops it as them; None then (the caller waits for the record)."""
+    calls = runtime.store.queue.calls
+    if execution.status == ExecutionStatus.QUEUED:
+        cancelled = await calls.cancel(execution.id, by)
+        if cancelled is not None:
+            await runtime.recorder.audit_outcome(cancelled)
+            return cancelled
+    # Flag first: the worker reads who asked when the abort reaches it.
+    await runtime.executions.request_cancel(execution.id, by, utcnow())
+    await calls.abort_job(execution.id)
+    return None
+
+
+def on_a_worker(execution: Execution) -> bool:
+    """Whether `execution` is a call of the `tools` queue (queued, or running on a worker)."""
+    return execution.status == ExecutionStatus.QUEUED or (
+        execution.status == ExecutionStatus.RUNNING and execution.owner is None)
+
+
+__all__ = ["NotQueued", "cancel_call", "on_a_worker", "queued_call_stack", "run_queued_call", "submit_call"]
