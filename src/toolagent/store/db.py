@@ -191,7 +191,10 @@ class Database:
                     self._inline_engine = _sqlite_sync_engine(self.url, busy_timeout_ms=0)
                     self._reader = _sqlite_sync_engine(self.url, busy_timeout_ms=0, immediate=False)
                 else:
-                    self._sync_engine = sa.create_engine(self.url, pool_size=2, max_overflow=_PG_WRITERS - 2,
+                    # As many kept connections as writers: an overflow connection is closed when
+                    # returned, so a busy process (a worker running several calls) would open and
+                    # close a PostgreSQL connection for most of its writes.
+                    self._sync_engine = sa.create_engine(self.url, pool_size=_PG_WRITERS, max_overflow=0,
                                                          pool_pre_ping=True)
         engine = {"thread": self._sync_engine, "inline": self._inline_engine, "reader": self._reader}[kind]
         assert engine is not None, f"no {kind} engine for {self.dialect}"

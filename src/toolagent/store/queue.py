@@ -122,6 +122,14 @@ class QueueStore:
         async with self.db.begin() as conn:
             await conn.execute(t.queued_inputs.delete().where(t.queued_inputs.c.id == key))
 
+    async def drop_run_inputs(self, run_id: str) -> None:
+        """Delete the raw inputs of a run whose job ended, unless the run is `queued` again (a reaper
+        put it back in the queue, taking the worker that ran it for dead)."""
+        q = t.queued_inputs.c
+        queued_again = sa.exists().where((t.runs.c.id == run_id) & (t.runs.c.status == RunStatus.QUEUED))
+        async with self.db.begin() as conn:
+            await conn.execute(t.queued_inputs.delete().where((q.id == run_id) & ~queued_again))
+
     async def claim_run(self, run_id: str, *, worker: str, host: str, owner: Owner | None = None) -> RunRow | None:
         """Move a `queued` run to `running` for this worker; None when it is not queued any more
         (cancelled before it started, or already claimed)."""

@@ -188,9 +188,11 @@ class QueuedCallStore:
         return closed
 
     async def drop_inputs(self, execution_id: str) -> None:
-        """Delete a call's raw inputs (its job ended)."""
+        """Delete a call's raw inputs once its job ended, unless the call is `queued` again (a reaper
+        put it back in the queue, taking the worker that ran it for dead)."""
+        queued_again = sa.exists().where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.QUEUED))
         async with self.db.begin() as conn:
-            await conn.execute(_Q.delete().where(_Q.c.id == execution_id))
+            await conn.execute(_Q.delete().where((_Q.c.id == execution_id) & ~queued_again))
 
 
 __all__ = ["CALL_TASK", "TOOLS_QUEUE", "QueuedCall", "QueuedCallStore", "fail_job_in"]

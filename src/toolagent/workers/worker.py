@@ -29,7 +29,7 @@ import anyio
 from ..engine.redaction import remember_secrets
 from ..errors import ToolAgentError
 from ..runs.runner import BuildRunner
-from ..status import ExecutionStatus, RunStatus
+from ..status import RunStatus
 from ..store.db import utcnow
 from ..tools.base import CallContext, CallOutcome, ToolSource
 from .app import DEFAULT_JOB_RETENTION_S, DEFAULT_STALLED_S, MAINTENANCE_QUEUE, STATE_KEY, job_retention_s, make_app
@@ -85,11 +85,14 @@ class WorkerState:
         done = anyio.Event()
         scope = anyio.CancelScope()
         ended: list[CallOutcome | None] = []
+        failed: list[Exception] = []
 
         async def body() -> None:
             try:
                 with scope:
                     ended.append(await run_queued_call(self.runtime, stack, execution_id))
+            except Exception as exc:  # noqa: BLE001 - raised again in the job's task, not in the worker's
+                failed.append(exc)
             finally:
                 done.set()
 
@@ -107,9 +110,9 @@ class WorkerState:
         finally:
             self.calls.pop(execution_id, None)
             with anyio.CancelScope(shield=True):
-                current = await self.runtime.executions.get(execution_id)
-                if current is not None and current.status != ExecutionStatus.QUEUED:
-                    await self.store.queue.calls.drop_inputs(execution_id)
+                await self.store.queue.calls.drop_inputs(execution_id)
+        if failed:
+            raise failed[0]  # procrastinate records the job failed; the call's record says why
         if ended and ended[0] is not None:
             self._tell(ended[0].status, execution_id)
 
@@ -160,13 +163,7 @@ class WorkerState:
         finally:
             self.runners.pop(run_id, None)
             with anyio.CancelScope(shield=True):
-                await self._drop_run_inputs(run_id)
-
-    async def _drop_run_inputs(self, run_id: str) -> None:
-        """Delete the raw inputs of a run that ended here (one a reaper put back in the queue
-        meanwhile, taking this worker for dead, keeps them: it is `queued` again)."""
-        if (await self.store.runs.get_run(run_id)).status != RunStatus.QUEUED:
-            await self.store.queue.drop_inputs(run_id)
+                await self.store.queue.drop_run_inputs(run_id)
 
     def cancel_all(self, reason: str) -> int:
         """Cancel every run and call of this worker, recording `reason`; returns how many."""
@@ -209,6 +206,10 @@ async def run_worker(
 
     app = make_app(store.url, stalled_s=stalled_s)
     state = WorkerState(runtime, store, stalled_s=stalled_s, retention_s=job_retention_s(), app=app, on_event=on_event)
+    # The servers start and list their tools now, not in the first job: a worker announced ready
+    # takes its first run as fast as its later ones, and the reaper can rate every tool.
+    for name, why in (await runtime.catalogue.refresh()).items():
+        logger.warning("server %s is unavailable: %s (its tools' calls will fail)", name, why)
     async with app.open_async():
         # At start too, not only on the reaper's schedule: a fleet restarted after a crash
         # closes the crashed runs before taking new work.

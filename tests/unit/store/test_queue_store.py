@@ -1,7 +1,10 @@
-"""Queued runs in the store: submitting defers the job in the same transaction, a claim happens
-once, and a late result of a worker already declared stopped is discarded."""
+"""Queued runs and calls in the store: submitting defers the job in the same transaction, a claim
+happens once, a late result of a worker already declared stopped is discarded, and the raw inputs
+are kept only until the run or call ends."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 import sqlalchemy as sa
@@ -9,6 +12,7 @@ import sqlalchemy as sa
 from toolagent.errors import StoreError, UsageError
 from toolagent.store import open_store
 from toolagent.store.db import utcnow
+from toolagent.store.executions import Execution, ExecutionStore
 
 pytestmark = pytest.mark.anyio
 
@@ -96,3 +100,52 @@ async def test_a_queued_run_whose_job_a_stopped_worker_fetched_gets_a_new_job(pg
         assert new_job is not None and new_job != job_id
         assert sorted(await jobs_of(store, "run_1")) == ["failed", "todo"]
         assert (await store.runs.get_run("run_1")).job_id == new_job
+
+
+def queued_call(execution_id: str = "exec_1_a") -> Execution:
+    return Execution(id=execution_id, tool="q/write", category="general", risk="moderate", status="queued",
+                     user="alice", started_at=utcnow(), arguments={"token": "abc-123-secret", "tag": "t"},
+                     timeout_ms=30_000)
+
+
+async def test_a_queued_call_is_shown_redacted_cancelled_once_and_leaves_no_inputs(pg_url: str) -> None:
+    async with open_store(pg_url) as store:
+        calls = store.queue.calls
+        call = queued_call()
+        await calls.submit(call, {"token": "abc-123-secret", "tag": "t"}, None)
+        shown = await ExecutionStore(store.db).get(call.id)
+        assert shown is not None and shown.status == "queued" and shown.arguments["token"] == "[REDACTED]"
+        taken = await calls.get(call.id)
+        assert taken is not None and taken.arguments == {"token": "abc-123-secret", "tag": "t"}
+        assert [j.args for j in await store.queue.jobs(queue="tools")] == [{"execution_id": call.id}]
+        cancelled = await calls.cancel(call.id, "alice")
+        assert cancelled is not None and cancelled.status == "cancelled"
+        assert cancelled.reason == "cancelled by alice before it started"
+        assert await calls.cancel(call.id, "alice") is None and await calls.get(call.id) is None
+        assert [j.status for j in await store.queue.jobs(queue="tools")] == ["cancelled"]
+        assert await inputs_of(store, call.id) == []
+        # Counted once in the totals metrics read, as a call cancelled in process is.
+        async with store.db.begin() as conn:
+            totals = (await conn.execute(sa.text(
+                "SELECT status, calls FROM execution_totals WHERE tool = 'q/write'"))).all()
+        assert [(r.status, r.calls) for r in totals] == [("cancelled", 1)]
+        # A worker's admission of it now finds nothing to take (and so starts nothing).
+        assert await store.db.write(lambda conn: calls.take_in(conn, call.id)) is False
+
+
+async def test_a_call_of_a_stopped_worker_is_requeued_or_closed(pg_url: str) -> None:
+    async with open_store(pg_url) as store:
+        calls = store.queue.calls
+        for execution_id in ("exec_1_r", "exec_1_w"):
+            await calls.submit(queued_call(execution_id), {"tag": execution_id}, None)
+            # Admitted by a worker: the running row takes the queued one's place.
+            await store.db.write(lambda conn, i=execution_id: calls.take_in(conn, i))
+            await ExecutionStore(store.db).record(replace(queued_call(execution_id), status="running"))
+        jobs = {j.args["execution_id"]: j.id for j in await store.queue.jobs(queue="tools")}
+        requeued = await calls.requeue(queued_call("exec_1_r"), jobs["exec_1_r"])
+        assert requeued is not None and (await calls.get("exec_1_r")) is not None  # queued again, inputs kept
+        closed = await calls.close("exec_1_w", jobs["exec_1_w"], "interrupted: worker 7 stopped; outcome of q/write unknown")
+        assert closed is not None and (closed.status, closed.reason) == ("failed", "interrupted")
+        assert await inputs_of(store, "exec_1_w") == [] and await inputs_of(store, "exec_1_r") == ["exec_1_r"]
+        statuses = {(j.args["execution_id"], j.status) for j in await store.queue.jobs(queue="tools")}
+        assert statuses == {("exec_1_r", "failed"), ("exec_1_r", "todo"), ("exec_1_w", "failed")}
