@@ -6,7 +6,10 @@ Prints:
   2. runs/s for no-op runs (one call that answers at once) and 4-step runs (four calls that each
      wait `--io-ms` on I/O), with 1, 2 and 4 worker processes (`--concurrency` runs each), and
      the same runs in this process under the same total concurrency per worker (target: 2
-     workers at least 1.6x one worker on the I/O runs);
+     workers at least 1.6x one worker on the I/O runs). The default wait (500 ms a step) keeps
+     those runs waiting on I/O on a small machine: with 50 ms steps, a step's own CPU (gate,
+     limits, two recorded transactions, the MCP round trip) is about as long as its wait, and
+     on two busy cores the figure measures CPU shares instead;
   3. cancel-to-recorded latency (p50, p95 in ms): from `runs cancel`'s request (procrastinate
      abort plus the store's cancel flags) to the run stored `cancelled`.
 
@@ -201,10 +204,10 @@ async def bench(url: str, args: argparse.Namespace, tmp: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=48, help="Runs per throughput figure.")
+    parser.add_argument("--runs", type=int, default=32, help="Runs per throughput figure.")
     parser.add_argument("--samples", type=int, default=30, help="Runs for the latency figures.")
     parser.add_argument("--concurrency", type=int, default=4, help="Runs at once per worker.")
-    parser.add_argument("--io-ms", type=float, default=50.0, help="How long each step of a 4-step run waits.")
+    parser.add_argument("--io-ms", type=float, default=500.0, help="How long each step of a 4-step run waits.")
     args = parser.parse_args()
     base = os.environ.get("TOOLAGENT_TEST_PG_URL")
     cluster = None
@@ -219,10 +222,11 @@ def main() -> None:
     with psycopg.connect(plain, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = base.rpartition("/")[0] + "/" + name
+    print(f"{os.cpu_count()} CPU(s); load average at start {', '.join(f'{x:.1f}' for x in os.getloadavg())}\n")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             anyio.run(bench, url, args, Path(tmp))
-        print(f"\n{os.cpu_count()} CPU(s); load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        print(f"\nload average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         with psycopg.connect(plain, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -122,8 +122,9 @@ class WorkerState:
         if scope is None:
             return False
         # The timeout layer registered the admitted call's scope under its id: cancelling that
-        # one records `cancelled by <by>`.
-        active = self.runtime.cancellation._active.get(execution_id)  # noqa: SLF001 - same package family
+        # one (not the task's) records `cancelled by <by>`. `Cancellation.cancel` would do it too,
+        # but only for a principal entitled to the call, and it waits for the record.
+        active = self.runtime.cancellation._active.get(execution_id)  # noqa: SLF001
         if active is not None:
             active.cancel(by)
         else:
