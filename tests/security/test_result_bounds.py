@@ -31,6 +31,8 @@ DEMO_TABLES = "users,agent_conversations,kpi_metrics,kpi_data"
 HUGE_RESULTS: list[tuple[str, dict[str, Any]]] = [
     ("every conversation", {"sql": "select * from agent_conversations", "max_rows": 10_000}),
     ("a cross join", {"sql": "select u.email, c.title from users u, agent_conversations c", "max_rows": 10_000}),
+    ("an endless recursive CTE", {"sql": "with recursive r(n) as (select 1 union all select n + 1 from r) select n from r",
+                                  "max_rows": 10_000}),
 ]
 
 

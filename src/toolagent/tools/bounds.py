@@ -38,6 +38,10 @@ RESERVE_BYTES = 256
 #: A result whose text and content blocks hold fewer characters than this is bounded inline;
 #: a larger one is measured and cut in a worker thread, off the event loop.
 INLINE_CHARS = 64 * 1024
+#: Most values `surely_within` looks at before it leaves the answer to a real measurement.
+_QUICK_NODES = 512
+#: Most bytes one character of a JSON string can take (a control character escaped as \u00XX).
+_MAX_CHAR_BYTES = 6
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,39 @@ class ResultBounds:
 def json_size(value: Any) -> int:
     """Bytes of `value` as compact JSON in UTF-8 (values JSON cannot hold count as their `str`)."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8"))
+
+
+def surely_within(value: Any, max_bytes: int) -> bool:
+    """True when a quick upper bound of `value`'s JSON size is within `max_bytes`, looking at no
+    more than a few hundred values; False means "measure it" (it may still fit).
+
+    Most results are small: this spares the call path a full serialization just to learn that.
+    """
+    stack, total, seen = [value], 0, 0
+    while stack:
+        v = stack.pop()
+        seen += 1
+        if seen > _QUICK_NODES:
+            return False
+        if isinstance(v, str):
+            total += _MAX_CHAR_BYTES * len(v) + 2
+        elif isinstance(v, Mapping):
+            total += 2 + len(v)
+            for k, item in v.items():
+                total += _MAX_CHAR_BYTES * len(str(k)) + 3
+                stack.append(item)
+        elif isinstance(v, (list, tuple)):
+            total += 2 + len(v)
+            stack.extend(v)
+        elif v is None or isinstance(v, bool):
+            total += 5
+        elif isinstance(v, int) and abs(v) < 10**20 or isinstance(v, float):
+            total += 32
+        else:
+            return False
+        if total > max_bytes:
+            return False
+    return True
 
 
 def truncation(max_bytes: int, size: int) -> dict[str, int]:
@@ -165,6 +202,8 @@ def bound_result(result: ToolResult | None, max_bytes: int) -> ToolResult | None
     if result is None:
         return None
     raw = result.to_json()
+    if surely_within(raw, max_bytes):
+        return result
     size = json_size(raw)
     if size <= max_bytes:
         return result
@@ -179,7 +218,7 @@ def bound_result(result: ToolResult | None, max_bytes: int) -> ToolResult | None
 
 def bound_result_json(raw: Mapping[str, Any] | None, max_bytes: int) -> Mapping[str, Any] | None:
     """The stored form (`ToolResult.to_json()`) of a result, bounded as `bound_result` does."""
-    if raw is None or json_size(raw) <= max_bytes:
+    if raw is None or surely_within(raw, max_bytes) or json_size(raw) <= max_bytes:
         return raw
     bounded = bound_result(ToolResult.from_json(raw), max_bytes)
     assert bounded is not None
@@ -237,5 +276,5 @@ def _cut_content(fmt: str, content: str, metadata: dict[str, Any], budget: int) 
 
 __all__ = [
     "DEFAULT_MAX_DELIVERABLE_BYTES", "DEFAULT_MAX_RESULT_BYTES", "ResultBounds", "bound_deliverable", "bound_result",
-    "bound_result_json", "fit", "fit_each", "json_size", "looks_large", "truncation",
+    "bound_result_json", "fit", "fit_each", "json_size", "looks_large", "surely_within", "truncation",
 ]

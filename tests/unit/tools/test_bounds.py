@@ -124,3 +124,17 @@ def test_a_deliverable_is_bounded_with_every_step_kept(fmt: str) -> None:
 def test_a_small_deliverable_is_left_alone() -> None:
     row, render = _deliverable("json", [{"tool": "s/t", "status": "success", "structuredContent": None, "text": "ok"}])
     assert bound_deliverable(row, 64 * 1024, render) is row
+
+
+#: Values and caps: the quick check never says "within" for a value over the cap.
+QUICK = [("x" * 100, 100), ("\u0001" * 100, 600), ({"a": ["é" * 50] * 10}, 1200), (list(range(1000)), 10_000),
+         ({"k" * 40: None}, 250), (10**30, 100), (1.5e300, 40)]
+
+
+@pytest.mark.parametrize(("value", "cap"), QUICK)
+def test_the_quick_check_is_an_upper_bound(value: Any, cap: int) -> None:
+    from toolagent.tools.bounds import surely_within
+
+    if surely_within(value, cap):
+        assert json_size(value) <= cap
+    assert surely_within({"rows": _rows(5)}, 1 << 20)
