@@ -13,10 +13,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, MIN_LIMIT
+from ..status import ExecutionStatus
 from ..tools.under_agent import AGENT_METADATA_KEY
 
 Category = Literal["browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent"]
-Status = Literal["running", "success", "failed", "cancelled"]
+Status = ExecutionStatus
 
 
 # -- inputs ------------------------------------------------------------------------------------
