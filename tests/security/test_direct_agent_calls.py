@@ -120,6 +120,10 @@ def test_sql_tools_may_be_required_to_run_under_an_agent(tmp_path: Path, demo_db
                 assert under.status_code == 200, under.text
                 # Tools that take no SQL are not affected.
                 assert (await ann.post("/api/tools/execute", json={"name": "supabase/get-schema"})).status_code == 200
+                # BUILD steps run under their agent.
+                built = await ann.post("/api/agents/demo/narrow/build", json={
+                    "payload": {}, "toolParams": {"supabase/execute-sql": {"sql": "select email from users limit 2"}}})
+                assert built.status_code == 200 and built.json()["success"], built.text[:400]
 
     anyio.run(main)
 

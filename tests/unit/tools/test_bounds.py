@@ -138,3 +138,23 @@ def test_the_quick_check_is_an_upper_bound(value: Any, cap: int) -> None:
     if surely_within(value, cap):
         assert json_size(value) <= cap
     assert surely_within({"rows": _rows(5)}, 1 << 20)
+
+
+def test_the_deliverable_of_an_interrupted_run_is_bounded() -> None:
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from toolagent.runs.deliverable import interrupted_deliverable
+
+    now = datetime.now(UTC)
+    run = SimpleNamespace(id="run_1", organization_slug="demo", agent_slug="a", agent_version="1", execution_mode="sequential",
+                          stop_on_error=True, started_at=now)
+    huge = {"isError": False, "structuredContent": {"rows": _rows(5000)}, "content": [], "text": "t" * 500_000}
+    steps = [SimpleNamespace(tool=f"s/t{i}", status="success", params={}, param_sources={}, result=huge, error=None,
+                             duration_ms=1.0, position=i) for i in range(3)]
+    row = interrupted_deliverable(run, steps, error="interrupted: gone", ended_at=now, duration_ms=5.0,
+                                  max_bytes=64 * 1024)
+    assert len(row["content"].encode()) + json_size(row["data"]) + json_size(row["metadata"]) <= 64 * 1024
+    assert row["metadata"]["truncated"]["maxBytes"] == 64 * 1024 and row["metadata"]["interrupted"] is True
+    assert json.loads(row["content"])["metadata"]["truncated"] == row["metadata"]["truncated"]
+    assert [r["tool"] for r in row["data"]["results"]] == ["s/t0", "s/t1", "s/t2"]
