@@ -115,6 +115,9 @@ def test_a_huge_result_is_stored_and_answered_bounded(db_url: str, demo_db: Path
                 assert "Truncated: the full deliverable is" in deliverable["content"]
                 steps = await store.runs.get_steps(run_id)
                 _assert_bounded(steps[0].result)
+                shown_run = await client.get(f"/api/runs/{run_id}")
+                assert shown_run.status_code == 200 and len(shown_run.content) < RESULT_CAP + 4096
+                _assert_bounded(shown_run.json()["run"]["steps"][0]["result"])
                 assert (await client.get("/health")).status_code == 200
 
     anyio.run(main)

@@ -225,6 +225,28 @@ def bound_result_json(raw: Mapping[str, Any] | None, max_bytes: int) -> Mapping[
     return bounded.to_json()
 
 
+def bound_each_result(items: Sequence[Mapping[str, Any]], max_bytes: int, key: str = "result") -> list[Any]:
+    """`items` (JSON objects holding a stored result under `key`, e.g. a run's steps), with their
+    results cut to fair shares (each at least 1 KiB) when together they pass `max_bytes`."""
+    results = [item.get(key) for item in items]
+    if surely_within(results, max_bytes):
+        return list(items)
+    sizes = [json_size(r) for r in results]
+    if sum(sizes) <= max_bytes:
+        return list(items)
+    out = [dict(item) for item in items]
+    left, remaining = max_bytes, len(items)
+    for i in sorted(range(len(items)), key=sizes.__getitem__):
+        share = max(1024, left // remaining)
+        if sizes[i] > share and isinstance(results[i], Mapping):
+            out[i][key] = bound_result_json(results[i], share)
+            left -= json_size(out[i][key])
+        else:
+            left -= sizes[i]
+        remaining -= 1
+    return out
+
+
 # -- deliverables ---------------------------------------------------------------------------------
 
 
@@ -275,6 +297,7 @@ def _cut_content(fmt: str, content: str, metadata: dict[str, Any], budget: int) 
 
 
 __all__ = [
-    "DEFAULT_MAX_DELIVERABLE_BYTES", "DEFAULT_MAX_RESULT_BYTES", "ResultBounds", "bound_deliverable", "bound_result",
+    "DEFAULT_MAX_DELIVERABLE_BYTES", "DEFAULT_MAX_RESULT_BYTES", "ResultBounds", "bound_deliverable", "bound_each_result",
+    "bound_result",
     "bound_result_json", "fit", "fit_each", "json_size", "looks_large", "surely_within", "truncation",
 ]

@@ -158,3 +158,16 @@ def test_the_deliverable_of_an_interrupted_run_is_bounded() -> None:
     assert row["metadata"]["truncated"]["maxBytes"] == 64 * 1024 and row["metadata"]["interrupted"] is True
     assert json.loads(row["content"])["metadata"]["truncated"] == row["metadata"]["truncated"]
     assert [r["tool"] for r in row["data"]["results"]] == ["s/t0", "s/t1", "s/t2"]
+
+
+def test_results_together_get_fair_shares() -> None:
+    from toolagent.tools.bounds import bound_each_result
+
+    big = _result({"rows": _rows(3000)}, "").to_json()
+    steps = [{"position": i, "tool": f"s/t{i}", "result": big if i else None} for i in range(5)]
+    kept = bound_each_result(steps, 64 * 1024)
+    assert [s["position"] for s in kept] == [0, 1, 2, 3, 4] and kept[0]["result"] is None
+    assert json_size([s["result"] for s in kept]) <= 64 * 1024
+    assert all(s["result"]["truncated"]["sizeBytes"] == json_size(big) for s in kept[1:])
+    small = [{"result": _result(None, "ok").to_json()}]
+    assert bound_each_result(small, 64 * 1024) == small
