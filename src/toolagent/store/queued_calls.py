@@ -55,6 +55,8 @@ class QueuedCall:
     """The arguments as the caller sent them."""
     metadata: dict[str, Any] | None
     """The caller's metadata as sent."""
+    agent: str | None = None
+    """The agent (`org/slug`) the call is made under: its tool list and security block apply."""
 
 
 class QueuedCallStore:
@@ -64,14 +66,15 @@ class QueuedCallStore:
         self.db = db
         self._totals = ExecutionStore(db)
 
-    async def submit(self, execution: Execution, arguments: dict[str, Any], metadata: dict[str, Any] | None) -> int:
-        """Store `execution` (status `queued`) redacted, its raw inputs, and defer its `tools` job,
-        in one transaction; returns the job id."""
+    async def submit(self, execution: Execution, arguments: dict[str, Any], metadata: dict[str, Any] | None,
+                     agent: str | None = None) -> int:
+        """Store `execution` (status `queued`) redacted, its raw inputs (and the agent it is made
+        under), and defer its `tools` job, in one transaction; returns the job id."""
         now = utcnow()
+        data = {"arguments": arguments, "metadata": metadata, "agent": agent}
         async with self.db.begin() as conn:
             await conn.execute(_T.insert().values(**row_values(execution)))
-            await conn.execute(_Q.insert().values(id=execution.id, data={"arguments": arguments, "metadata": metadata},
-                                                  created_at=now))
+            await conn.execute(_Q.insert().values(id=execution.id, data=data, created_at=now))
             return await self._defer(conn, execution.id)
 
     @staticmethod
@@ -88,7 +91,8 @@ class QueuedCallStore:
         if row is None:
             return None
         data = row.queued_data or {}
-        return QueuedCall(Execution.from_row(row), dict(data.get("arguments") or {}), data.get("metadata"))
+        return QueuedCall(Execution.from_row(row), dict(data.get("arguments") or {}), data.get("metadata"),
+                          data.get("agent"))
 
     @staticmethod
     def take_in(conn: sa.Connection, execution_id: str) -> bool:

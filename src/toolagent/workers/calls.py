@@ -30,6 +30,7 @@ from ..store.queued_calls import QueuedCallStore
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
 from ..tools.records import Recorder
 from ..tools.stack import build_tool_stack
+from ..tools.under_agent import under_agent
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -98,7 +99,7 @@ async def submit_call(runtime: Runtime, entry: ToolEntry, arguments: dict[str, A
     draft = runtime.recorder.draft(call, ctx)  # redacted arguments and metadata
     queued = replace(draft, status=ExecutionStatus.QUEUED, owner=None)
     await runtime.store.queue.calls.submit(queued, dict(arguments),
-                                           dict(ctx.metadata) if ctx.metadata is not None else None)
+                                           dict(ctx.metadata) if ctx.metadata is not None else None, ctx.agent)
     return queued
 
 
@@ -114,12 +115,15 @@ async def run_queued_call(runtime: Runtime, stack: ToolSource, execution_id: str
         principal = await runtime.principals.get_user(execution.user)
         key = await runtime.principals.get_key(execution.api_key_id) if execution.api_key_id else None
         entry = await runtime.tools.resolve(execution.tool)
+        ctx = CallContext(principal, api_key=key, session_id=execution.session_id, metadata=queued.metadata,
+                          timeout_ms=execution.timeout_ms)
+        if queued.agent is not None:
+            # Under the agent as stored now: its tool list and security block are checked again.
+            ctx = await under_agent(runtime.store, queued.agent, ctx)
     except ToolAgentError as exc:
-        # Nothing ran: its user, key or tool is gone.
+        # Nothing ran: its user, key, tool or agent is gone.
         await calls.close_unstarted(execution_id, f"call could not start: {exc.message}")
         return None
-    ctx = CallContext(principal, api_key=key, session_id=execution.session_id, metadata=queued.metadata,
-                      timeout_ms=execution.timeout_ms)
     call = ToolCall(entry, queued.arguments, execution.id, execution.started_at.timestamp(),
                     execution.timeout_ms or runtime.tools.default_timeout_ms)
     try:
