@@ -23,8 +23,10 @@ import sqlalchemy as sa
 
 from ..errors import UsageError
 from ..status import RunStatus, StepStatus
+from . import engine_tables as et
 from . import tables as t
 from .db import Database, as_utc, utcnow
+from .executions import INTERRUPTED
 from .owner import Owner
 from .queued_calls import CALL_TASK, TOOLS_QUEUE, QueuedCallStore, fail_job_in
 from ..engine.redaction import redact_values
@@ -35,6 +37,7 @@ BUILDS_QUEUE, BUILD_TASK = "builds", "toolagent.build"
 #: Run columns redacted on a queued run: the shown ones, and the plan (its definition carries the
 #: overrides merged in) and the caller's metadata.
 _QUEUED_RUN_DATA = (*_RUN_DATA, "plan", "run_metadata")
+_EXECUTIONS = et.executions
 _FINAL_JOB_STATUSES = ("succeeded", "failed", "cancelled", "aborted")
 
 _DEFER = sa.text(
@@ -201,13 +204,23 @@ class QueueStore:
         return _row(RunRow, row) if row is not None else None
 
     async def started_tools(self, run_id: str) -> tuple[list[str], str | None]:
-        """The tools of the steps a run had started (ended or running), and the running one."""
-        s = t.run_steps.c
+        """The tools a run had called or started calling, and the one whose outcome is unknown.
+
+        Read from its steps and from its executions: step records are written behind the steps
+        (a worker killed a few milliseconds after a call left may not have stored its step as
+        running yet), while an execution row is committed `running` before its tool is called.
+        """
+        s, e = t.run_steps.c, _EXECUTIONS.c
         async with self.db.begin() as conn:
             rows = (await conn.execute(sa.select(s.tool, s.status).where(s.run_id == run_id)
                                        .order_by(s.position))).all()
+            calls = (await conn.execute(sa.select(e.tool, e.status, e.reason)
+                                        .where((e.run_id == run_id) & ~e.denied)
+                                        .order_by(e.started_at, e.id))).all()
         started = [r.tool for r in rows if r.status not in (StepStatus.PENDING, StepStatus.SKIPPED)]
-        running = next((r.tool for r in rows if r.status == StepStatus.RUNNING), None)
+        started += [c.tool for c in calls if c.tool not in started]
+        running = next((r.tool for r in rows if r.status == StepStatus.RUNNING), None) or next(
+            (c.tool for c in reversed(calls) if c.status == "running" or c.reason == INTERRUPTED), None)
         return started, running
 
     async def close_stalled_run(self, run_id: str, job_id: int, error: str) -> bool:
@@ -228,6 +241,14 @@ class QueueStore:
                 duration_ms=(now - started).total_seconds() * 1000 if started else None))
             await conn.execute(t.run_steps.update().where((s.run_id == run_id) & (s.status == StepStatus.RUNNING))
                                .values(status=StepStatus.FAILED, error=error, ended_at=now))
+            # A step whose call was admitted but whose record was not written yet (write-behind)
+            # ended the same way: its outcome is unknown too.
+            e = _EXECUTIONS.c
+            unknown = sa.select(e.tool).where((e.run_id == run_id) & ~e.denied
+                                              & ((e.status == "running") | (e.reason == INTERRUPTED)))
+            await conn.execute(t.run_steps.update().where(
+                (s.run_id == run_id) & (s.status == StepStatus.PENDING) & s.tool.in_(unknown))
+                .values(status=StepStatus.FAILED, error=error, ended_at=now))
             await conn.execute(t.run_steps.update().where((s.run_id == run_id) & (s.status == StepStatus.PENDING))
                                .values(status=StepStatus.SKIPPED))
             await RunStore._save_interrupted_deliverable(conn, run_id, error, now)

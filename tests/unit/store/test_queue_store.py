@@ -149,3 +149,17 @@ async def test_a_call_of_a_stopped_worker_is_requeued_or_closed(pg_url: str) -> 
         assert await inputs_of(store, "exec_1_w") == [] and await inputs_of(store, "exec_1_r") == ["exec_1_r"]
         statuses = {(j.args["execution_id"], j.status) for j in await store.queue.jobs(queue="tools")}
         assert statuses == {("exec_1_r", "failed"), ("exec_1_r", "todo"), ("exec_1_w", "failed")}
+
+
+async def test_a_call_admitted_before_its_step_record_was_written_counts_as_started(pg_url: str) -> None:
+    # Step records are written behind the steps; the execution row is committed before the call.
+    async with open_store(pg_url) as store:
+        job_id = await store.queue.submit_run(steps=STEPS, **RUN)
+        await store.queue.claim_run("run_1", worker="7", host="h1")
+        await ExecutionStore(store.db).record(replace(queued_call("exec_1_s"), status="running", run_id="run_1"))
+        assert [s.status for s in await store.runs.get_steps("run_1")] == ["pending", "pending"]
+        assert await store.queue.started_tools("run_1") == (["q/write"], "q/write")
+        reason = "interrupted: worker 7 (pid 1) on h1 stopped; outcome of q/write unknown"
+        assert await store.queue.close_stalled_run("run_1", job_id, reason)
+        assert [(s.status, s.error) for s in await store.runs.get_steps("run_1")] == [
+            ("failed", reason), ("skipped", None)]
