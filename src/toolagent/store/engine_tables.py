@@ -119,6 +119,14 @@ limit_counters = sa.Table(
     sa.Column("calls", BIGINT, nullable=False),
 )
 
+#: One row (id 1) whose `epoch` rises with every key revocation and every change of a user's level
+#: or plan: processes that cache API keys drop their cache when it moves (`store.principals`).
+principal_epoch = sa.Table(
+    "principal_epoch", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("epoch", BIGINT, nullable=False),
+)
+
 run_cancellations = sa.Table(
     "run_cancellations", metadata,
     sa.Column("run_id", sa.String(64), primary_key=True),
@@ -127,4 +135,5 @@ run_cancellations = sa.Table(
 )
 
 #: Every table of the engine, in creation order (the migration creates them in this order).
-ENGINE_TABLES = (users, api_keys, executions, execution_totals, execution_buckets, limit_counters, run_cancellations)
+ENGINE_TABLES = (users, api_keys, executions, execution_totals, execution_buckets, limit_counters, run_cancellations,
+                 principal_epoch)
