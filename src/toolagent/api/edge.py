@@ -15,6 +15,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..inputs import InputProblem, check_text, parse_json, text_problem
 from .body_limit import BODY_SCOPE_KEY
 
+#: Scope key under which a JSON body that passed the checks is handed on, parsed (read by the tRPC
+#: endpoint, which would otherwise parse and check the same text again).
+JSON_SCOPE_KEY = "toolagent.json"
+
 
 def _wants_json(scope: Scope) -> bool:
     for name, value in scope.get("headers") or ():
@@ -76,7 +80,7 @@ class EdgeCheck:
             buffered = b"".join(chunks)
         if buffered.strip(b" \t\r\n") and _wants_json(scope):
             try:
-                parse_json(buffered)
+                scope[JSON_SCOPE_KEY] = parse_json(buffered)
             except InputProblem as exc:
                 await _refuse(scope, send, exc)
                 return
@@ -109,4 +113,4 @@ async def _refuse(scope: Scope, send: Send, exc: InputProblem) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["EdgeCheck", "check_request"]
+__all__ = ["JSON_SCOPE_KEY", "EdgeCheck", "check_request"]
