@@ -2,11 +2,13 @@
 
 A record is seen as its fields plus its parsed definition under `yaml` (so a change reads
 `yaml.configuration.toolParams.supabase/execute-sql.sql`, the same path a 400 names). Mappings
-are walked key by key; lists and scalars are compared whole. Each changed path maps to
-`{"old": ..., "new": ...}`, a side left out when the path is absent there. Values come from
-redacted copies of both sides (`engine.redaction`), so a secret is never written, and a changed
-secret still shows as a changed path; each value is cut to `MAX_VALUE_CHARS` of JSON and at most
-`MAX_PATHS` paths are listed (`"…"` then counts the rest).
+are walked key by key; lists and scalars are compared whole. The diff is a list of
+`{"path": ..., "old": ..., "new": ...}`, a side left out when the path is absent there (a list,
+not a mapping keyed by path, so a path that names a secret does not get the whole entry masked
+when the audit row is redacted again). Values come from redacted copies of both sides
+(`engine.redaction`), so a secret is never written, and a changed secret still shows as a
+changed path; each value is cut to `MAX_VALUE_CHARS` of JSON and at most `MAX_PATHS` paths are
+listed (a last `{"path": "…", "more": N}` counts the rest).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def _compact(value: Any) -> Any:
     return value if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + "…"
 
 
-def agent_diff(old: AgentRecord | None, new: AgentRecord | None) -> dict[str, Any]:
+def agent_diff(old: AgentRecord | None, new: AgentRecord | None) -> list[dict[str, Any]]:
     """The changed paths from `old` to `new` (None: the agent is absent on that side), redacted."""
     before = record_view(old) if old is not None else _ABSENT
     after = record_view(new) if new is not None else _ABSENT
@@ -78,16 +80,16 @@ def agent_diff(old: AgentRecord | None, new: AgentRecord | None) -> dict[str, An
     _changed_paths(before, after, (), paths)
     safe_before = redact(before) if before is not _ABSENT else _ABSENT
     safe_after = redact(after) if after is not _ABSENT else _ABSENT
-    diff: dict[str, Any] = {}
+    diff: list[dict[str, Any]] = []
     for path in paths[:MAX_PATHS]:
-        entry: dict[str, Any] = {}
+        entry: dict[str, Any] = {"path": ".".join(path)}
         for side, tree in (("old", safe_before), ("new", safe_after)):
             value = _at(tree, path) if tree is not _ABSENT else _ABSENT
             if value is not _ABSENT:
                 entry[side] = _compact(value)
-        diff[".".join(path)] = entry
+        diff.append(entry)
     if len(paths) > MAX_PATHS:
-        diff["…"] = f"{len(paths) - MAX_PATHS} more changed paths"
+        diff.append({"path": "…", "more": len(paths) - MAX_PATHS})
     return diff
 
 

@@ -10,12 +10,14 @@ Audit events (column `event`; `arguments` holds the details, redacted like every
 
 | event          | arguments                                                                  |
 | ---            | ---                                                                        |
-| `agent.create` | `agent`, `organization`, `via`, `diff` (every path, `new` only)            |
+| `agent.create` | `agent`, `organization`, `via`, `diff` (every path set, `new` only)        |
 | `agent.update` | `agent`, `organization`, `via`, `diff` (changed paths, `old` and `new`)    |
-| `agent.delete` | `agent`, `organization`, `via`, `diff` (every path, `old` only)            |
+| `agent.delete` | `agent`, `organization`, `via`, `diff` (every path set, `old` only)        |
 | `org.create`   | `organization`, `via`, `admin` (the creator, for an organization started over the API) |
-| `org.grant`    | `organization`, `user`, `via`, `diff` {`role`: {`old`, `new`}}             |
-| `org.revoke`   | `organization`, `user`, `via`, `diff` {`role`: {`old`}}                    |
+| `org.grant`    | `organization`, `user`, `via`, `diff` [{`path`: `role`, `old`, `new`}]     |
+| `org.revoke`   | `organization`, `user`, `via`, `diff` [{`path`: `role`, `old`}]            |
+
+`diff` is `engine.agent_diff`'s list of `{path, old, new}`; `via` is `api` or `cli`.
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ class Organizations:
         before = OrgRows.set_role_in(conn, org, user, role, utcnow(), by=actor.name)
         if before != role:
             self._audit(conn, actor, "org.grant", f"{user} is now {role} of {org} (was {before or 'not a member'})",
-                        {"organization": org, "user": user, "diff": {"role": {"old": before, "new": role}}})
+                        {"organization": org, "user": user, "diff": [{"path": "role", "old": before, "new": role}]})
         member = OrgRows.member_in(conn, org, user)
         assert member is not None
         return ("granted" if before is None else "unchanged" if before == role else "changed"), member
@@ -235,7 +237,7 @@ class Organizations:
                                      f"`toolagent orgs members {org}` lists them"))
         OrgRows.remove_in(conn, org, user)
         self._audit(conn, actor, "org.revoke", f"{user} is no longer {member.role} of {org}",
-                    {"organization": org, "user": user, "diff": {"role": {"old": member.role}}})
+                    {"organization": org, "user": user, "diff": [{"path": "role", "old": member.role}]})
         return member
 
     def _check_members_in(self, conn: Connection, actor: Actor, state: OrgState, event: str, user: str,
@@ -259,11 +261,11 @@ class Organizations:
 REASON_PATHS = 8
 
 
-def _paths(diff: dict[str, Any], action: Action) -> str:
+def _paths(diff: list[dict[str, Any]], action: Action) -> str:
     """The changed paths of an update, for the audit row's one-line reason."""
     if action != "update":
         return ""
-    paths = [p for p in diff if p != "…"]
+    paths = [d["path"] for d in diff if "more" not in d]
     more = f" and {len(paths) - REASON_PATHS} more" if len(paths) > REASON_PATHS else ""
     return ": " + ", ".join(paths[:REASON_PATHS]) + more
 
