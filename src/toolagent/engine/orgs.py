@@ -27,6 +27,7 @@ from typing import Any
 
 from ..agents.models import AgentRecord
 from ..errors import NotFound, PermissionDenied, ToolAgentError
+from ..status import AuditOutcome
 from ..store.agents import AgentStore, UpsertOutcome
 from ..store.db import Connection, Database, utcnow
 from ..store.orgs import MemberRow, OrgRow, OrgRows
@@ -77,7 +78,7 @@ class Organizations:
                denied: bool = False) -> None:
         self.audit.append_in(conn, AuditEntry(
             principal=actor.name, api_key_id=actor.api_key_id, level=actor.level, decision="deny" if denied else "allow",
-            outcome="denied" if denied else "success", reason=reason, arguments={**arguments, "via": actor.via},
+            outcome=AuditOutcome.DENIED if denied else AuditOutcome.SUCCESS, reason=reason, arguments={**arguments, "via": actor.via},
             event=event))
 
     def _create_org_in(self, conn: Connection, actor: Actor, org: str) -> None:
