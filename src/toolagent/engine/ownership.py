@@ -157,10 +157,10 @@ def needed_role(old: AgentRecord | None, new: AgentRecord | None) -> Role:
     return "admin" if security_changed(old, new) else "editor"
 
 
-def grant_hint(org: str, user: str, role: Role) -> str:
-    """The fix for a missing role: what an admin of `org` runs."""
-    return (f"an admin of '{org}' (or a global admin) grants it with `toolagent orgs grant {org} {user} --role {role}` "
-            f"or PUT /api/orgs/{org}/members/{user}")
+def grant_hint(org: str, user: str, role: Role, *, has_admins: bool = True) -> str:
+    """The fix for a missing role: what an admin of `org` runs (a global admin, when it has none)."""
+    who = f"an admin of '{org}' (or a global admin)" if has_admins else f"'{org}' has no admin members, so a global admin"
+    return f"{who} grants it with `toolagent orgs grant {org} {user} --role {role}` or PUT /api/orgs/{org}/members/{user}"
 
 
 def _has(actor: Actor, role: str | None) -> str:
@@ -198,7 +198,8 @@ def check_agent_change(actor: Actor, state: OrgState, action: Action, ref: str, 
     why = " because the change adds, removes or edits its security block" if needed == "admin" else ""
     verb = {"create": "create", "update": "update", "delete": "delete"}[action]
     return (f"user '{actor.name}' may not {verb} agent '{ref}': that needs the {needed} role in organization "
-            f"'{state.slug}'{why}, and '{actor.name}' {has} there; {grant_hint(state.slug, actor.name, needed)}")
+            f"'{state.slug}'{why}, and '{actor.name}' {has} there; "
+            f"{grant_hint(state.slug, actor.name, needed, has_admins=state.has_admins)}")
 
 
 def check_org_admin(actor: Actor, state: OrgState, what: str) -> str | None:
@@ -207,7 +208,8 @@ def check_org_admin(actor: Actor, state: OrgState, what: str) -> str | None:
         return None
     has = _has(actor, state.role)
     return (f"user '{actor.name}' may not {what} organization '{state.slug}': that needs its admin role "
-            f"(or the global admin level), and '{actor.name}' {has} there; {grant_hint(state.slug, actor.name, 'admin')}")
+            f"(or the global admin level), and '{actor.name}' {has} there; "
+            f"{grant_hint(state.slug, actor.name, 'admin', has_admins=state.has_admins)}")
 
 
 __all__ = [
