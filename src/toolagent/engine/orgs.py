@@ -77,9 +77,9 @@ class Organizations:
     def _audit(self, conn: Connection, actor: Actor, event: str, reason: str, arguments: dict[str, Any],
                denied: bool = False) -> None:
         self.audit.append_in(conn, AuditEntry(
-            principal=actor.name, api_key_id=actor.api_key_id, level=actor.level, decision="deny" if denied else "allow",
-            outcome=AuditOutcome.DENIED if denied else AuditOutcome.SUCCESS, reason=reason, arguments={**arguments, "via": actor.via},
-            event=event))
+            principal=actor.name, api_key_id=actor.api_key_id, level=actor.level,
+            decision="deny" if denied else "allow", outcome=AuditOutcome.DENIED if denied else AuditOutcome.SUCCESS,
+            reason=reason, arguments={**arguments, "via": actor.via}, event=event))
 
     def _create_org_in(self, conn: Connection, actor: Actor, org: str) -> None:
         """Start a new organization: the API caller becomes its admin; the operator's has no members."""

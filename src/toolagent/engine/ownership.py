@@ -159,8 +159,10 @@ def needed_role(old: AgentRecord | None, new: AgentRecord | None) -> Role:
 
 def grant_hint(org: str, user: str, role: Role, *, has_admins: bool = True) -> str:
     """The fix for a missing role: what an admin of `org` runs (a global admin, when it has none)."""
-    who = f"an admin of '{org}' (or a global admin)" if has_admins else f"'{org}' has no admin members, so a global admin"
-    return f"{who} grants it with `toolagent orgs grant {org} {user} --role {role}` or PUT /api/orgs/{org}/members/{user}"
+    who = (f"an admin of '{org}' (or a global admin)" if has_admins
+           else f"'{org}' has no admin members, so a global admin")
+    return (f"{who} grants it with `toolagent orgs grant {org} {user} --role {role}` "
+            f"or PUT /api/orgs/{org}/members/{user}")
 
 
 def _has(actor: Actor, role: str | None) -> str:
@@ -214,5 +216,6 @@ def check_org_admin(actor: Actor, state: OrgState, what: str) -> str | None:
 
 __all__ = [
     "EDITING_LEVELS", "NEW_ORG_SLUG", "ROLES", "Action", "Actor", "OrgState", "Role", "at_least", "check_agent_change",
-    "check_level", "check_new_org", "check_org_admin", "effective_role", "grant_hint", "needed_role", "parse_role", "security_changed",
+    "check_level", "check_new_org", "check_org_admin", "effective_role", "grant_hint", "needed_role", "parse_role",
+    "security_changed",
 ]
