@@ -104,13 +104,14 @@ class MemberRevokeOutput(_Output):
 
 
 def organizations(request: Request) -> Organizations:
-    """The checked, audited organization verbs over the server's store (made once per app)."""
-    orgs: Organizations | None = getattr(request.app.state, "organizations", None)
-    if orgs is None:
-        svc = request.app.state.services
-        orgs = Organizations(svc.store.db, svc.runtime.audit)
-        request.app.state.organizations = orgs
-    return orgs
+    """The checked, audited organization verbs over the server's store (made once per services, so
+    an app started again gets them over its new store)."""
+    svc = request.app.state.services
+    cached = getattr(request.app.state, "organizations", None)
+    if cached is None or cached[0] is not svc:
+        cached = (svc, Organizations(svc.store.db, svc.runtime.audit))
+        request.app.state.organizations = cached
+    return cached[1]  # type: ignore[no-any-return]
 
 
 def actor(caller: Caller) -> Actor:
