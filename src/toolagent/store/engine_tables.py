@@ -134,6 +134,24 @@ run_cancellations = sa.Table(
     sa.Column("requested_at", TS, nullable=False),
 )
 
+organizations = sa.Table(
+    "organizations", metadata,
+    sa.Column("slug", sa.String(200), primary_key=True),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("created_by", sa.String(200)),
+)
+
+# A user's role in an organization (migration 8): `viewer`, `editor` or `admin` (`engine.ownership`).
+org_members = sa.Table(
+    "org_members", metadata,
+    sa.Column("org_slug", sa.String(200), sa.ForeignKey("organizations.slug", ondelete="CASCADE"), primary_key=True),
+    sa.Column("user_name", sa.String(200), sa.ForeignKey("users.name", ondelete="CASCADE"), primary_key=True),
+    sa.Column("role", sa.String(20), nullable=False),
+    sa.Column("granted_at", TS, nullable=False),
+    sa.Column("granted_by", sa.String(200)),
+    sa.Index("ix_org_members_user", "user_name"),
+)
+
 #: Every table of the engine, in creation order (the migration creates them in this order).
 ENGINE_TABLES = (users, api_keys, executions, execution_totals, execution_buckets, limit_counters, run_cancellations,
                  principal_epoch)

@@ -1,7 +1,7 @@
 """principal_epoch: a counter bumped by every change that can narrow what a key may do
 
 Revision ID: 0010
-Revises: 0007
+Revises: 0008
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
