@@ -1,7 +1,7 @@
 """queued_inputs: what a worker needs of a submitted run or call, unredacted, until it ends
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
