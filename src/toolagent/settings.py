@@ -16,6 +16,8 @@
 | `TOOLAGENT_WORKER_STALLED_S` | `worker_stalled_s` | 60 |
 | `TOOLAGENT_AUDIT_KEY` | `audit_key` | none (the audit chain is unkeyed) |
 | `TOOLAGENT_AUDIT_KEY_FILE` | `audit_key_file` | none |
+| `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 2 |
+| `TOOLAGENT_COMMIT_BATCH_MAX` | `commit_batch_max` | 64 |
 
 Empty values count as unset. The environment is read when `Settings.from_env()` is called, not
 at import, so a variable set later (a test, a parent process) is seen by the next reader. The MCP
@@ -124,6 +126,11 @@ class Settings(EnvSettings):
     """The audit chain's HMAC key (kept outside the store); unset: the chain is unkeyed."""
     audit_key_file: str | None = None
     """A file holding the audit key (surrounding whitespace ignored), instead of `audit_key`."""
+    commit_window_ms: float | None = Field(None, ge=0)
+    """Longest wait, in milliseconds, of a batch of concurrent calls' writes for more writes
+    before it commits (a lone write never waits); 0: commit whatever is queued at once."""
+    commit_batch_max: int | None = Field(None, ge=1)
+    """Most calls' writes committed in one transaction."""
 
     @classmethod
     def env_names(cls) -> dict[str, str]:
@@ -144,8 +151,9 @@ class Settings(EnvSettings):
             field = str(first["loc"][0]) if first["loc"] else ""
             var = ENV_PREFIX + field.upper()
             raw: Any = first.get("input")
-            kind = ("a positive integer" if field.startswith("flow_max_") else "inprocess or queue"
-                    if field == "execution" else "a positive number" if field == "worker_stalled_s" else "valid")
+            kind = ("a positive integer" if field.startswith("flow_max_") or field == "commit_batch_max"
+                    else "inprocess or queue" if field == "execution" else "a positive number"
+                    if field == "worker_stalled_s" else "a number >= 0" if field == "commit_window_ms" else "valid")
             raise UsageError(f"{var} must be {kind}, got {raw!r}") from exc
 
 
