@@ -138,6 +138,10 @@ class GroupCommit:
             while self._queue and len(batch) < self.max_size:
                 batch.append(self._queue.popleft())
             await self._commit(batch)
+        except BaseException:
+            for write in batch:  # interrupted before its outcome was known: never a silent None
+                write.error = write.error or StoreError("the store write was interrupted; its outcome is unknown")
+            raise
         finally:
             for write in batch:
                 write.done = True
