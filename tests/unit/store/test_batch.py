@@ -196,3 +196,22 @@ def test_deadlocks_and_serialization_failures_are_retryable() -> None:
 
     assert is_retryable(failure("40P01")) and is_retryable(failure("40001"))
     assert not is_retryable(failure("23505")) and not is_retryable(StoreError("down"))
+
+
+async def test_the_recorder_takes_its_batch_settings_from_the_environment(tmp_path: Any, monkeypatch: Any) -> None:
+    from toolagent.engine.events import EventBus
+    from toolagent.engine.executions import ExecutionStore, Owner
+    from toolagent.errors import UsageError
+    from toolagent.tools.records import Recorder
+
+    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 's.db'}") as store:
+        def recorder() -> Recorder:
+            return Recorder(store.db, ExecutionStore(store.db), None, EventBus(), Owner.current())
+
+        monkeypatch.setenv("TOOLAGENT_COMMIT_WINDOW_MS", "5")
+        monkeypatch.setenv("TOOLAGENT_COMMIT_BATCH_MAX", "16")
+        writes = recorder().writes
+        assert (writes.window_s, writes.max_size) == (0.005, 16)
+        monkeypatch.setenv("TOOLAGENT_COMMIT_WINDOW_MS", "-1")
+        with pytest.raises(UsageError, match="TOOLAGENT_COMMIT_WINDOW_MS must be a number >= 0"):
+            recorder()
