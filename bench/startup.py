@@ -4,16 +4,24 @@ Runs each command as a fresh process N times (after one warm-up run, so the file
 and prints the median and the fastest wall time, with the bare interpreter's start-up for
 reference. Target: each command under 0.3 s (median).
 
-Run: .venv/bin/python bench/startup.py [--runs N]
+With `--instructions`, each command instead runs once under valgrind's callgrind and the bench
+prints the instructions it executed: a count that does not change with the machine's load, for
+comparing two versions on a busy machine (the seconds it stands for are the count over the
+reference command's instructions per second, measured idle).
+
+Run: .venv/bin/python bench/startup.py [--runs N] [--instructions]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,11 +48,32 @@ def wall_times(argv: list[str], runs: int) -> list[float]:
     return times
 
 
+def instructions(argv: list[str]) -> int:
+    """Instructions `argv` executes, counted by callgrind (one run; needs valgrind)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "100"}
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *argv], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"callgrind gave no count for {argv}: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
 def main() -> None:
     """Print one line per command: median, fastest, and whether the median meets the target."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15, help="runs per command (default 15)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions under valgrind instead of timing (load-independent)")
     args = parser.parse_args()
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+        print(f"{'command':<30} {'instructions':>14}")
+        for name, argv in COMMANDS.items():
+            print(f"{name:<30} {instructions(argv):>14,}")
+        return
     print(f"{'command':<30} {'median s':>9} {'fastest s':>10}  target < {TARGET_S} s (median)")
     for name, argv in COMMANDS.items():
         times = wall_times(argv, args.runs)

@@ -8,6 +8,7 @@ equal to its string (`ExecutionStatus.SUCCESS == "success"`) and serialises as i
   recorded as a `failed` execution with `denied` set, a timeout as a `cancelled` one.
 - `StepStatus`: one BUILD step (`run_steps.status`).
 - `RunStatus`: one BUILD run (`runs.status`).
+- `AuditOutcome`: the outcome an audit row records.
 """
 
 from __future__ import annotations
@@ -56,7 +57,16 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class AuditOutcome(StrEnum):
+    """How a call ended, as its outcome audit row says (a refusal is `denied`)."""
+
+    SUCCESS = "success"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    DENIED = "denied"
+
+
 #: Execution statuses that end an execution.
 FINAL_EXECUTION_STATUSES = frozenset({ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED})
 
-__all__ = ["FINAL_EXECUTION_STATUSES", "CallStatus", "ExecutionStatus", "RunStatus", "StepStatus"]
+__all__ = ["FINAL_EXECUTION_STATUSES", "AuditOutcome", "CallStatus", "ExecutionStatus", "RunStatus", "StepStatus"]

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from ..errors import DefinitionInvalid, Problem
 from .models import AgentDef, AgentRecord
-from .validation import load_definition_text, parse_document
+from .validation import load_definition_text, parse_document, validate_definition
 
 #: Organization given to agent YAML files that are stored without an explicit one.
 DEFAULT_ORG = "demo"
@@ -117,5 +117,5 @@ def load_path(path: str | Path, *, org: str = DEFAULT_ORG) -> list[LoadedAgent]:
     if _is_record(data):
         record = _record_from_mapping(data, source=str(p))
         return [load_record(record, source=str(p))]
-    definition = load_definition_text(text, source=str(p))
+    definition = validate_definition(data, source=str(p))
     return [LoadedAgent(definition=definition, record=record_from_definition(definition, text, org=org), source=str(p))]

@@ -13,9 +13,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, MIN_LIMIT
+from ..status import ExecutionStatus
 
 Category = Literal["browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent"]
-Status = Literal["running", "success", "failed", "cancelled"]
+Status = ExecutionStatus
 
 
 # -- inputs ------------------------------------------------------------------------------------

@@ -13,9 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..agents.models import ExecutionMode
-
-RunStatus = Literal["running", "success", "failed", "cancelled"]
-StepStatus = Literal["pending", "running", "success", "failed", "denied", "skipped", "cancelled"]
+from ..status import RunStatus, StepStatus
 
 
 # -- requests ------------------------------------------------------------------------------------

@@ -78,8 +78,6 @@ def _set_global(ctx: Any, param: Any, value: Any) -> Any:
         return value
     name = param.name.removeprefix("global_")
     setattr(state, "json" if name == "as_json" else name, value)
-    if param.name == "global_debug":
-        _configure_logging()
     return value
 
 
@@ -192,6 +190,8 @@ class Globals:
     debug: bool = False
     servers: str | None = None
     user: str | None = None
+    logging_ready: bool = False
+    """Logging is set up (by the first `run`, or by a command that sets up its own)."""
 
 
 state = Globals()
@@ -217,10 +217,15 @@ def _global_options(
     ),
 ) -> None:
     state.db, state.json, state.debug, state.servers, state.user = db, as_json, debug, servers, user
-    _configure_logging()
+    state.logging_ready = False
 
 
 def _configure_logging() -> None:
+    # Only commands that open a store or a server log anything (they all go through `run`), so
+    # the logging set-up (and pydantic-settings with it) is not paid by `agents validate`,
+    # `sql check` or `--help`.
+    if state.logging_ready:  # `serve` and `worker` set up their own, louder, logging
+        return
     from ..engine.logs import configure_logging
     from ..settings import Settings
 
@@ -230,6 +235,7 @@ def _configure_logging() -> None:
     try:
         configure_logging(level="DEBUG" if state.debug else None,
                           lifecycle=state.debug or bool(Settings.from_env().log_level))
+        state.logging_ready = True
     except ToolAgentError as exc:
         fail(exc.message, exc.exit_code)
 
@@ -237,6 +243,8 @@ def _configure_logging() -> None:
 def run(fn: Callable[[], Awaitable[T]]) -> T:
     """Run an async command body, mapping toolagent errors to one line and an exit code."""
     import anyio
+
+    _configure_logging()
 
     try:
         return anyio.run(fn)

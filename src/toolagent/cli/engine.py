@@ -289,7 +289,7 @@ def executions_cancel(
             e = await engine.cancel(execution_id, me, wait_s=wait_s)
         if state.json:
             emit_json({"success": e.status != ExecutionStatus.RUNNING, "executionId": e.id, "status": e.status, "reason": e.reason,
-                       "message": f"execution {e.id} {'is ' + e.status if e.status != 'running' else 'asked to cancel'}",
+                       "message": f"execution {e.id} {'is ' + e.status if e.status != ExecutionStatus.RUNNING else 'asked to cancel'}",
                        "timestamp": datetime.now(UTC).isoformat()})
         elif e.status == ExecutionStatus.RUNNING:
             err.print(f"asked {e.id} to cancel; its process has not stopped it yet", markup=False)

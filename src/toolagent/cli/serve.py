@@ -46,6 +46,7 @@ def serve(
     # A server has no terminal to report to: its denied and failed executions are logged (warning),
     # whatever the CLI's quieter default.
     configure_logging(level="DEBUG" if state.debug else None, lifecycle=True)
+    state.logging_ready = True
 
     if submit:
         from ..store.db import default_url, normalize_url

@@ -10,6 +10,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
+from ..status import RunStatus
 from ..store import open_store
 from ._app import EXIT_USAGE, app, emit_json, err, fail, out, run, state
 
@@ -49,6 +50,7 @@ def worker(
     if unknown or not names:
         raise fail(f"--queues: unknown queue {', '.join(unknown) or '(none)'}; use builds (and tools)", EXIT_USAGE)
     configure_logging(level="DEBUG" if state.debug else None, lifecycle=True)
+    state.logging_ready = True
 
     async def body() -> None:
         config = ServersConfig.load(state.servers)
@@ -139,7 +141,7 @@ async def submit_build(store: object, plan: object, payload: object, *, explicit
     run_id = await submit_run(store, plan, payload if isinstance(payload, dict) else None, me)  # type: ignore[arg-type]
     if not wait:
         if state.json:
-            emit_json({"runId": run_id, "status": "queued"})
+            emit_json({"runId": run_id, "status": RunStatus.QUEUED})
         else:
             out.print(run_id, markup=False)
             err.print(f"submitted; follow it with: toolagent runs show {run_id}", markup=False)
@@ -147,7 +149,7 @@ async def submit_build(store: object, plan: object, payload: object, *, explicit
     err.print(f"run {run_id} queued; waiting for a worker", markup=False)
     row = await follow_run(store, run_id, progress)  # type: ignore[arg-type]
     deliverable = await store.runs.get_deliverable(run_id) if row.deliverable_id else None
-    ok = row.status == "success"
+    ok = row.status == RunStatus.SUCCESS
     if state.json:
         emit_json({"runId": run_id, "status": row.status, "deliverableId": row.deliverable_id,
                    "deliverable": deliverable.to_json() if deliverable else None})

@@ -30,6 +30,7 @@ from typing import IO, Any, Literal
 
 import anyio
 
+from ..status import AuditOutcome
 from ..store.audit import AUDIT_LOCK_KEY, GENESIS_HASH, AuditChainBroken, AuditRows
 from ..store.db import Connection, Database, utcnow
 from .audit_key import audit_key, keyed_genesis
@@ -39,9 +40,9 @@ from .redaction import redact, redact_text
 BATCH_ROWS = 1000
 
 Decision = Literal["allow", "deny"]
-Outcome = Literal["success", "failed", "cancelled", "denied"]
+Outcome = AuditOutcome
 DECISIONS = frozenset({"allow", "deny"})
-OUTCOMES = frozenset({"success", "failed", "cancelled", "denied"})
+OUTCOMES = frozenset(AuditOutcome)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from ..errors import ConfigError
 from ..settings import Settings
+from ..status import CallStatus, ExecutionStatus
 from .events import Event, EventBus
 from .redaction import redact, redact_text
 
@@ -200,7 +201,7 @@ EVENT_LEVELS = {
     "step_finished": logging.INFO,
     "run_finished": logging.INFO,
 }
-_FAILED = frozenset({"failed", "timed_out", "error"})
+_FAILED = frozenset({ExecutionStatus.FAILED, CallStatus.TIMED_OUT})
 
 
 #: The logger of the lifecycle lines.

@@ -38,12 +38,14 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from ..status import CallStatus, ExecutionStatus
+
 #: The `Content-Type` of the rendered text.
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 #: Upper bounds (seconds) of the duration histograms; `+Inf` is implied.
 DEFAULT_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 #: `status` label values of `tool_execution_total`.
-EXECUTION_STATUSES = ("success", "failed", "cancelled")
+EXECUTION_STATUSES = (ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED)
 
 _HTTP_TOTAL = ("http_requests_total", "HTTP requests served, by method, route and status.")
 _HTTP_TIME = ("http_request_duration_seconds", "HTTP request time in seconds, by method and route.")
@@ -232,7 +234,7 @@ class SnapshotCollector(Collector):
             denied[(d.tool, d.reason)] += d.count
         users: dict[tuple[str, ...], float] = defaultdict(float)
         for u in snap.users:
-            for status in (*EXECUTION_STATUSES, "denied"):
+            for status in (*EXECUTION_STATUSES, CallStatus.DENIED):
                 users[(u.user, status)] += getattr(u, status)
 
         yield _counter("tool_execution_total", "Tool executions that ended, by tool, category and status.",

@@ -19,7 +19,9 @@ from sqlglot.tokens import Token
 
 from ..errors import SqlRejected
 from . import rules
+from .builtins import SOURCE_NAME_META
 from .policy import DEFAULT_MAX_NESTING_DEPTH, SqlDecision, SqlPolicy
+from .tree import statement_kind, table_references
 
 _TOO_DEEP = "SQL is nested too deeply for the parser"
 
@@ -61,13 +63,13 @@ def _record_function_names(statement: exp.Expression, sql: str) -> None:
     """Keep each function's name as written (sqlglot keeps only the node type it maps it to).
 
     The parser stores the name token's position in `meta`; the rules read the text back
-    from `meta[rules.SOURCE_NAME_META]`.
+    from `meta[SOURCE_NAME_META]`.
     """
     for node in statement.walk():
         if isinstance(node, exp.Func):
             start, end = node.meta.get("start"), node.meta.get("end")
             if isinstance(start, int) and isinstance(end, int) and 0 <= start <= end < len(sql):
-                node.meta[rules.SOURCE_NAME_META] = sql[start : end + 1]
+                node.meta[SOURCE_NAME_META] = sql[start : end + 1]
 
 
 class SqlGuard:
@@ -167,13 +169,13 @@ class SqlGuard:
         for statement in statements:
             for rule in rules.RULES:
                 reasons.extend(rule(statement, self.policy))
-            tables.update(ref.display() for ref in rules.table_references(statement))
+            tables.update(ref.display() for ref in table_references(statement))
             explained = self._explained_statement(statement)
             if explained is not None:
                 # EXPLAIN ANALYZE runs its statement: report what that statement would do.
                 reasons.extend(rules.rule_denied_operations(explained, self.policy))
         if len(statements) == 1:
-            kind: str | None = rules.statement_kind(statements[0], self.policy.dialect)
+            kind: str | None = statement_kind(statements[0], self.policy.dialect)
         else:
             kind = "multiple" if statements else None
         unique = tuple(dict.fromkeys(reasons))

@@ -12,6 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..status import ExecutionStatus
 from . import engine_tables as et
 from .db import Database
 from .executions import Execution
@@ -87,8 +88,8 @@ def _count(status: str) -> Any:
 
 #: The aggregate columns of `Stats`, in field order.
 STATS_COLUMNS = (
-    sa.func.count().label("total"), _count("success").label("success"), _count("failed").label("failed"),
-    _count("cancelled").label("cancelled"), _count("running").label("running"),
+    sa.func.count().label("total"), _count(ExecutionStatus.SUCCESS).label("success"), _count(ExecutionStatus.FAILED).label("failed"),
+    _count(ExecutionStatus.CANCELLED).label("cancelled"), _count(ExecutionStatus.RUNNING).label("running"),
     sa.func.sum(sa.case((_T.c.denied, 1), else_=0)).label("denied"), sa.func.avg(_T.c.duration_ms).label("average_ms"),
 )
 
@@ -146,9 +147,9 @@ class ExecutionHistory:
                           sa.func.sum(tot.c.timed).label("timed"), sa.func.sum(tot.c.duration_sum_ms).label("dsum"))
                 .where(*conditions).group_by(tot.c.status, ran))).all()
             running = 0
-            if where.status in (None, "running"):
+            if where.status in (None, ExecutionStatus.RUNNING):
                 # Few rows run at once: read them by status and filter here.
-                running_where = [_T.c.status == "running", *([_T.c.user_name == where.user] if where.user is not None else [])]
+                running_where = [_T.c.status == ExecutionStatus.RUNNING, *([_T.c.user_name == where.user] if where.user is not None else [])]
                 running = sum(
                     1 for r in await conn.execute(sa.select(_T.c.tool, _T.c.category).where(*running_where))
                     if (where.tool is None or r.tool == where.tool)
@@ -165,8 +166,8 @@ class ExecutionHistory:
                 dsum += float(r.dsum)
             else:
                 denied += int(r.calls)
-        return Stats(sum(by_status.values()) + running, by_status.get("success", 0), by_status.get("failed", 0),
-                     by_status.get("cancelled", 0), running, denied, dsum / timed if timed else 0.0)
+        return Stats(sum(by_status.values()) + running, by_status.get(ExecutionStatus.SUCCESS, 0), by_status.get(ExecutionStatus.FAILED, 0),
+                     by_status.get(ExecutionStatus.CANCELLED, 0), running, denied, dsum / timed if timed else 0.0)
 
 
 __all__ = ["STATS_COLUMNS", "ExecutionFilter", "ExecutionHistory", "Stats", "stats_from_row"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..status import ExecutionStatus
 from . import engine_tables as et
 from .db import Database
 
@@ -79,21 +80,21 @@ class MetricsReads:
         async with self.db.begin() as conn:
             tool_rows = (await conn.execute(
                 sa.select(_TOT.c.tool, sa.func.max(_TOT.c.category).label("category"),
-                          _ran("success").label("success"), _ran("failed").label("failed"),
-                          _ran("cancelled").label("cancelled"), _sum_if(_RAN, _TOT.c.timed).label("timed"),
+                          _ran(ExecutionStatus.SUCCESS).label("success"), _ran(ExecutionStatus.FAILED).label("failed"),
+                          _ran(ExecutionStatus.CANCELLED).label("cancelled"), _sum_if(_RAN, _TOT.c.timed).label("timed"),
                           _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
                           sa.func.max(sa.case((_RAN, _TOT.c.last_started_at))).label("last"))
                 .where(*scope).group_by(_TOT.c.tool))).all()
             user_rows = (await conn.execute(
-                sa.select(_TOT.c.user_name, sa.func.sum(_TOT.c.calls).label("total"), _ran("success").label("success"),
-                          _ran("failed").label("failed"), _ran("cancelled").label("cancelled"),
+                sa.select(_TOT.c.user_name, sa.func.sum(_TOT.c.calls).label("total"), _ran(ExecutionStatus.SUCCESS).label("success"),
+                          _ran(ExecutionStatus.FAILED).label("failed"), _ran(ExecutionStatus.CANCELLED).label("cancelled"),
                           _sum_if(sa.not_(_RAN), _TOT.c.calls).label("denied"),
                           _sum_if(_RAN, _TOT.c.timed).label("timed"), _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
                           sa.func.max(_TOT.c.last_started_at).label("last"))
                 .where(*user_scope).group_by(_TOT.c.user_name))).all()
             cat_rows = (await conn.execute(
-                sa.select(_TOT.c.category, sa.func.sum(_TOT.c.calls).label("n"), _ran("success").label("success"),
-                          _ran("failed").label("failed"), _ran("cancelled").label("cancelled"))
+                sa.select(_TOT.c.category, sa.func.sum(_TOT.c.calls).label("n"), _ran(ExecutionStatus.SUCCESS).label("success"),
+                          _ran(ExecutionStatus.FAILED).label("failed"), _ran(ExecutionStatus.CANCELLED).label("cancelled"))
                 .where(*scope, _RAN).group_by(_TOT.c.category))).all()
             denial_rows = (await conn.execute(
                 sa.select(_TOT.c.tool, _TOT.c.denial, sa.func.sum(_TOT.c.calls).label("n"))
@@ -105,7 +106,7 @@ class MetricsReads:
             # Few rows run at once: read them through the status index and count here (a GROUP BY
             # would tempt SQLite's planner into walking a whole index in group order instead).
             running = [r for r in await conn.execute(
-                sa.select(_T.c.tool, _T.c.category, _T.c.user_name, _T.c.started_at).where(_T.c.status == "running"))
+                sa.select(_T.c.tool, _T.c.category, _T.c.user_name, _T.c.started_at).where(_T.c.status == ExecutionStatus.RUNNING))
                 if tool is None or r.tool == tool]
             pcts = await self._percentiles(conn, {r.tool: int(r.timed) for r in tool_rows if int(r.timed)})
         return MetricsRows(list(tool_rows), list(user_rows), list(cat_rows), list(denial_rows), list(bucket_rows),
@@ -134,15 +135,15 @@ class MetricsReads:
         """One user's totals for one tool, and their running executions of it."""
         async with self.db.begin() as conn:
             r = (await conn.execute(
-                sa.select(sa.func.coalesce(sa.func.sum(_TOT.c.calls), 0).label("total"), _ran("success").label("success"),
-                          _ran("failed").label("failed"), _ran("cancelled").label("cancelled"),
+                sa.select(sa.func.coalesce(sa.func.sum(_TOT.c.calls), 0).label("total"), _ran(ExecutionStatus.SUCCESS).label("success"),
+                          _ran(ExecutionStatus.FAILED).label("failed"), _ran(ExecutionStatus.CANCELLED).label("cancelled"),
                           _sum_if(sa.not_(_RAN), _TOT.c.calls).label("denied"), _sum_if(_RAN, _TOT.c.timed).label("timed"),
                           _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
                           sa.func.max(_TOT.c.last_started_at).label("last"))
                 .where((_TOT.c.user_name == user) & (_TOT.c.tool == tool)))).one()
             running = (await conn.execute(
                 sa.select(sa.func.count().label("n"), sa.func.max(_T.c.started_at).label("last"))
-                .where((_T.c.user_name == user) & (_T.c.status == "running") & (_T.c.tool == tool)))).one()
+                .where((_T.c.user_name == user) & (_T.c.status == ExecutionStatus.RUNNING) & (_T.c.tool == tool)))).one()
         return UserToolRows(r, running)
 
 

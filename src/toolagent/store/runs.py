@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from ..engine.redaction import redact_known, redact_values, remember_secrets
 from ..errors import NotFound
+from ..status import RunStatus, StepStatus
 from . import tables as t
 from .db import Database, as_utc, utcnow
 from .owner import Owner, gone
@@ -171,7 +172,7 @@ class RunStore:
         c = t.runs.c
         # A worker's runs are the reaper's (`toolagent.workers.reaper`): it names the worker and the step.
         query = sa.select(c.id, c.started_at, c.owner_pid, c.owner_host, c.owner_boot).where(
-            (c.status == "running") & c.worker.is_(None))
+            (c.status == RunStatus.RUNNING) & c.worker.is_(None))
         if run_id is not None:
             query = query.where(c.id == run_id)
         async with self.db.begin() as conn:
@@ -186,15 +187,15 @@ class RunStore:
             error = f"interrupted: {why}"
             steps = t.run_steps.c
             async with self.db.begin() as conn:
-                result = await conn.execute(t.runs.update().where((c.id == row.id) & (c.status == "running")).values(
-                    status="failed", error=error, ended_at=now,
+                result = await conn.execute(t.runs.update().where((c.id == row.id) & (c.status == RunStatus.RUNNING)).values(
+                    status=RunStatus.FAILED, error=error, ended_at=now,
                     duration_ms=(now - started).total_seconds() * 1000 if started else None))
                 if not result.rowcount:
                     continue
-                await conn.execute(t.run_steps.update().where((steps.run_id == row.id) & (steps.status == "running"))
-                                   .values(status="failed", error=error, ended_at=now))
-                await conn.execute(t.run_steps.update().where((steps.run_id == row.id) & (steps.status == "pending"))
-                                   .values(status="skipped"))
+                await conn.execute(t.run_steps.update().where((steps.run_id == row.id) & (steps.status == StepStatus.RUNNING))
+                                   .values(status=StepStatus.FAILED, error=error, ended_at=now))
+                await conn.execute(t.run_steps.update().where((steps.run_id == row.id) & (steps.status == StepStatus.PENDING))
+                                   .values(status=StepStatus.SKIPPED))
                 await self._save_interrupted_deliverable(conn, row.id, error, now)
             closed.append(row.id)
         return closed
@@ -222,7 +223,7 @@ class RunStore:
             return
         rows = [redact_values(r, data=_STEP_DATA, text=_STEP_TEXT) for r in rows]
         keys = sorted(k for k in rows[0] if k != "position")
-        live = sa.exists().where((t.runs.c.id == run_id) & (t.runs.c.status == "running"))
+        live = sa.exists().where((t.runs.c.id == run_id) & (t.runs.c.status == RunStatus.RUNNING))
         stmt = (
             t.run_steps.update()
             .where((t.run_steps.c.run_id == run_id) & (t.run_steps.c.position == sa.bindparam("b_position")) & live)
@@ -245,7 +246,7 @@ class RunStore:
         async with self.db.begin() as conn:
             if deliverable is not None:
                 values["deliverable_id"] = deliverable["id"]
-            done = await conn.execute(t.runs.update().where((t.runs.c.id == run_id) & (t.runs.c.status == "running"))
+            done = await conn.execute(t.runs.update().where((t.runs.c.id == run_id) & (t.runs.c.status == RunStatus.RUNNING))
                                       .values(**values))
             if not done.rowcount:
                 return False
@@ -300,7 +301,7 @@ class RunStore:
         A long-lived reader (the API server) would otherwise show a killed process's run as
         running until some process opens the store again.
         """
-        running = [row for row in rows if row.status == "running" and row.worker is None]
+        running = [row for row in rows if row.status == RunStatus.RUNNING and row.worker is None]
         if not running:
             return False  # the usual read: no process identity to look up
         me = Owner.current()
