@@ -4,7 +4,9 @@ Prints:
   1. the pure permission gate (`permissions.decide`): cost per check, p50 and p99 in
      microseconds, for an allowed and a denied call, and the registry lookup of a tool's risk
      (target: p50 under 50 us); and, per database, a whole `execute` of a tool that answers at
-     once (the engine's own cost: gate, limits, records, audit, totals);
+     once (the engine's own cost: gate, limits, records, audit, totals), one at a time and from
+     `--clients` concurrent tasks (calls/s, latency, CPU per call: what group commit batches),
+     the audit chain verified after the load;
   2. history over generated executions (default 1,000,000) on SQLite and on PostgreSQL: p50 and
      p95 in milliseconds of pages with each filter, deep offsets, an admin's view of everyone,
      the statistics the API returns with a page, and one metrics snapshot (target: pages under

@@ -19,9 +19,9 @@ the next batch to the first caller still queued.
 
 Failures are per caller. With more than one write in a batch, each runs inside a savepoint: an
 exception (a limit refused, a constraint failed) rolls back that write only and is raised to its
-caller, and the others commit. When the batch's transaction fails as a whole (the seal or the
-commit), each write is tried again alone in a transaction of its own, so the error reaches only
-the callers whose write fails by itself. A deadlock or serialization failure (PostgreSQL, two
+caller, and the others commit. When the batch's transaction fails as a whole (the seal, the
+commit, or a write submitted without a savepoint), each write is tried again alone in a
+transaction of its own, so the error reaches only the callers whose write fails by itself. A deadlock or serialization failure (PostgreSQL, two
 processes locking counter rows in different orders) rolls back everything and the batch is tried
 again.
 
@@ -60,6 +60,7 @@ Seal = Callable[[Connection, list[Any]], None]
 class _Write(Generic[T]):
     fn: Callable[..., T]
     args: tuple[Any, ...]
+    savepoint: bool = True
     wake: anyio.Event = field(default_factory=anyio.Event)
     done: bool = False
     value: Any = None
@@ -71,7 +72,7 @@ class BatchStats:
     """What a batcher did so far (for tests and benchmarks)."""
 
     batches: int
-    """Transactions committed (or attempted)."""
+    """Transactions tried (a batch's writes tried again alone, or a batch retried, count again)."""
     writes: int
     """Writes they held."""
     largest: int
@@ -105,13 +106,20 @@ class GroupCommit:
         """Batches and writes so far."""
         return BatchStats(self._batches, self._writes, self._largest)
 
-    async def submit(self, fn: Callable[..., T], *args: Any) -> T:
+    async def submit(self, fn: Callable[..., T], *args: Any, savepoint: bool = True) -> T:
         """Run `fn(conn, *args)` in the next batch's transaction; returns its result once committed.
+
+        Args:
+            fn: The write; it must have no effect outside the connection (a batch may run it again).
+            args: Its arguments after the connection.
+            savepoint: Run it in a savepoint of its own, so that when it raises only its own
+                statements roll back. Without one (a write of a single statement, or none), its
+                failure fails the batch, whose writes are then tried alone: cheaper when that is rare.
 
         Raises:
             Whatever `fn` raised (its write was rolled back), or StoreError: the database failed.
         """
-        write: _Write[T] = _Write(fn, args)
+        write: _Write[T] = _Write(fn, args, savepoint)
         self._queue.append(write)
         if self._full is not None and len(self._queue) >= self.max_size:
             self._full.set()
@@ -152,7 +160,6 @@ class GroupCommit:
                 self._leading = False
 
     async def _commit(self, batch: list[_Write[Any]]) -> None:
-        self._batches += 1
         self._writes += len(batch)
         self._largest = max(self._largest, len(batch))
         try:
@@ -173,6 +180,7 @@ class GroupCommit:
         for attempt in range(RETRIES + 1):
             for write in batch:
                 write.value, write.error = None, None
+            self._batches += 1
             try:
                 await self.db.write(self._transaction, batch)
                 return
@@ -186,6 +194,9 @@ class GroupCommit:
             write.value = write.fn(conn, *write.args)  # raising rolls the transaction back
         else:
             for write in batch:
+                if not write.savepoint:
+                    write.value = write.fn(conn, *write.args)  # raising fails the batch (module docstring)
+                    continue
                 try:
                     with conn.begin_nested():
                         write.value = write.fn(conn, *write.args)

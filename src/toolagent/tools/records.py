@@ -132,7 +132,9 @@ class Recorder:
         denied = replace(execution, status=ExecutionStatus.FAILED, denied=True, denial=code, reason=reason,
                          error=reason, ended_at=execution.started_at)
         with anyio.CancelScope(shield=True):
-            await self.writes.submit(self._record_in, denied, decision_entry(denied, allowed=False, reason=reason))
+            # No statement of its own (the batch writes the row and the audit row): no savepoint.
+            await self.writes.submit(self._record_in, denied, decision_entry(denied, allowed=False, reason=reason),
+                                     savepoint=False)
             await self.emit("execution_denied", denied, status="denied", reason=reason)
         return denied
 
@@ -188,7 +190,8 @@ class Recorder:
             The record as stored: `outcome`, or the row as someone else closed it meanwhile.
         """
         with anyio.CancelScope(shield=True):
-            wrote = (await self.writes.submit(self._finish_in, outcome)).value
+            # One conditional UPDATE: it can only fail as a database error, which fails the batch.
+            wrote = (await self.writes.submit(self._finish_in, outcome, savepoint=False)).value
             if not wrote:
                 # Closed meanwhile by someone else (a process that took this one for dead).
                 return await self.executions.get(outcome.id) or outcome

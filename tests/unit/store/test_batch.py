@@ -215,3 +215,25 @@ async def test_the_recorder_takes_its_batch_settings_from_the_environment(tmp_pa
         monkeypatch.setenv("TOOLAGENT_COMMIT_WINDOW_MS", "-1")
         with pytest.raises(UsageError, match="TOOLAGENT_COMMIT_WINDOW_MS must be a number >= 0"):
             recorder()
+
+
+async def test_a_write_without_a_savepoint_that_fails_fails_its_batch_whose_writes_go_alone(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        await store.db.write(insert, 5)
+        batcher = GroupCommit(store.db, window_s=3600, max_size=3)
+        results: dict[int, Any] = {}
+
+        async def one(n: int) -> None:
+            try:
+                results[n] = await batcher.submit(insert, n, savepoint=False)
+            except StoreError as exc:
+                results[n] = exc
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for n in (1, 5, 7):  # 5 exists: on PostgreSQL the failed statement aborts the transaction
+                    tg.start_soon(one, n)
+        assert isinstance(results[5], StoreError)
+        assert (results[1], results[7]) == (1, 7)
+        assert await rows(store) == [1, 5, 7]
+        assert batcher.stats.batches == 4  # the batch, then each write alone
