@@ -16,7 +16,7 @@
 | `TOOLAGENT_WORKER_STALLED_S` | `worker_stalled_s` | 60 |
 | `TOOLAGENT_AUDIT_KEY` | `audit_key` | none (the audit chain is unkeyed) |
 | `TOOLAGENT_AUDIT_KEY_FILE` | `audit_key_file` | none |
-| `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 2 |
+| `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 1 |
 | `TOOLAGENT_COMMIT_BATCH_MAX` | `commit_batch_max` | 64 |
 
 Empty values count as unset. The environment is read when `Settings.from_env()` is called, not

@@ -46,7 +46,7 @@ from .db import Connection, Database, is_retryable, translate
 T = TypeVar("T")
 
 #: How long a batch with more than one write waits for more, by default (seconds).
-DEFAULT_WINDOW_S: Final = 0.002
+DEFAULT_WINDOW_S: Final = 0.001
 #: Most writes in one batch, by default.
 DEFAULT_MAX_SIZE: Final = 64
 #: Times a batch is tried again after a deadlock or serialization failure.
