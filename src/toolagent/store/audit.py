@@ -39,7 +39,9 @@ class AuditRows:
         # Built once, with bound parameters: these run twice per tool execution, and building a
         # statement with inline values costs more than executing it.
         head = audit_head.c
-        self._touch_head = audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
+        # SQLite: one statement both takes the write lock and reads the head.
+        self._claim_head = (audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
+                            .returning(head.seq, head.hash))
         self._read_head = sa.select(head.seq, head.hash).where(head.id == 1)
         self._insert_row = audit_log.insert()
         self._insert_head = audit_head.insert()
@@ -73,12 +75,13 @@ class AuditRows:
         if not rows:
             return []
         if self.db.is_sqlite:
-            # A write as the first statement takes SQLite's write lock before the head is read
-            # (the same as BEGIN IMMEDIATE); a read first would let two writers chain on the same row.
-            conn.execute(self._touch_head, {"b_now": now})
+            # The head is read by a write (UPDATE ... RETURNING), which takes SQLite's write lock
+            # first (the same as BEGIN IMMEDIATE); a plain read first would let two writers chain
+            # on the same row.
+            head = conn.execute(self._claim_head, {"b_now": now}).first()
         else:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY})
-        head = conn.execute(self._read_head).first()
+            head = conn.execute(self._read_head).first()
         if head is None:
             if conn.scalar(sa.select(sa.func.count()).select_from(audit_log)):
                 raise AuditChainBroken("the audit chain head is missing but audit rows exist: "
