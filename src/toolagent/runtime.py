@@ -36,7 +36,9 @@ from .engine.metrics import Metrics, MetricsSnapshot
 from .engine.principals import Principal, Principals
 from .engine.reads import Reads, ToolDetails
 from .engine.registry import Registry, ToolEntry, ToolListing
+from .settings import Settings
 from .tools.base import CallContext
+from .tools.bounds import ResultBounds
 from .tools.cancellation import CANCEL_WAIT_S, Cancellation
 from .tools.catalogue import Catalogue
 from .tools.records import Recorder
@@ -70,6 +72,8 @@ class Runtime:
         audit: AuditLog | _DefaultAudit | None = DEFAULT_AUDIT,
         owner: Owner | None = None,
         flow_cap: FlowCap | None = None,
+        bounds: ResultBounds | None = None,
+        sql_tools_require_agent: bool | None = None,
     ) -> None:
         """Args:
             store: The store (SQLite or PostgreSQL), migrated.
@@ -80,6 +84,10 @@ class Runtime:
             audit: Where decisions and outcomes go (default: the store's audit log; None: nowhere).
             owner: This process's identity on running rows (default: the current process).
             flow_cap: How much of a step's result later steps and deliverables see.
+            bounds: Byte caps on stored and answered results and deliverables (default: from
+                `TOOLAGENT_MAX_RESULT_BYTES` / `TOOLAGENT_MAX_DELIVERABLE_BYTES`).
+            sql_tools_require_agent: Refuse direct calls of SQL-taking tools made under no agent
+                (default: `TOOLAGENT_SQL_TOOLS_REQUIRE_AGENT`, else off).
         """
         self.store = store
         self.db = store.db
@@ -87,6 +95,13 @@ class Runtime:
         self.clock = clock
         self.pool = pool
         self.flow_cap = flow_cap
+        if bounds is None or sql_tools_require_agent is None:
+            settings = Settings.from_env()
+            bounds = bounds or ResultBounds.from_settings(settings)
+            if sql_tools_require_agent is None:
+                sql_tools_require_agent = bool(settings.sql_tools_require_agent)
+        self.bounds = bounds
+        self.sql_tools_require_agent = sql_tools_require_agent
         self.events = EventBus()
         # One log line per lifecycle event on the `toolagent.lifecycle` logger: denials and failures
         # at warning (shown by default), the rest at info and debug (`TOOLAGENT_LOG_LEVEL`).
@@ -104,7 +119,8 @@ class Runtime:
         self.catalogue = Catalogue(pool, self.config, on_registered=self._registered)
         self.tools = ToolStack(
             build_tool_stack(self.catalogue, recorder=self.recorder, limits=self.limits,
-                             cancellation=self.cancellation, clock=clock),
+                             cancellation=self.cancellation, clock=clock, max_result_bytes=bounds.max_result_bytes,
+                             sql_tools_require_agent=sql_tools_require_agent),
             default_timeout_ms=self.config.default_timeout_ms, clock=clock,
         )
         self.reads = Reads(self.config, self.executions, self.history_store, self.metrics_store, self.limits,
@@ -188,7 +204,7 @@ class Runtime:
 
         return BuildRunner(self.tools, self.store, context, default_timeout_s=default_timeout_s,
                            max_concurrency=max_concurrency or DEFAULT_MAX_CONCURRENCY,
-                           flow_cap=self.flow_cap or FlowCap())
+                           flow_cap=self.flow_cap or FlowCap(), bounds=self.bounds)
 
     # -- cancellation and reads (see `tools/cancellation.py` and `engine/reads.py`) -----------------
 
@@ -220,9 +236,10 @@ class Runtime:
         """Statistics of the executions `filters` match."""
         return await self.reads.stats(principal, filters, **kwargs)
 
-    async def metrics(self, tool: str | None = None, *, principal: Principal | None = None) -> MetricsSnapshot:
-        """Every figure (about one tool), scoped to `principal` when given."""
-        return await self.reads.metrics(tool, principal=principal)
+    async def metrics(self, tool: str | None = None, *, principal: Principal | None = None,
+                      categories: frozenset[str] | None = None) -> MetricsSnapshot:
+        """Every figure (about one tool), scoped to `principal` when given, else to `categories`."""
+        return await self.reads.metrics(tool, principal=principal, categories=categories)
 
     async def list_tools(self, principal: Principal | None = None, **filters: Any) -> ToolListing:
         """Discovery over the listed tools (filters as `Reads.list_tools`)."""

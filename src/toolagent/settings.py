@@ -16,6 +16,9 @@
 | `TOOLAGENT_WORKER_STALLED_S` | `worker_stalled_s` | 60 |
 | `TOOLAGENT_AUDIT_KEY` | `audit_key` | none (the audit chain is unkeyed) |
 | `TOOLAGENT_AUDIT_KEY_FILE` | `audit_key_file` | none |
+| `TOOLAGENT_MAX_RESULT_BYTES` | `max_result_bytes` | 1048576 (1 MiB) |
+| `TOOLAGENT_MAX_DELIVERABLE_BYTES` | `max_deliverable_bytes` | 4194304 (4 MiB) |
+| `TOOLAGENT_SQL_TOOLS_REQUIRE_AGENT` | `sql_tools_require_agent` | false |
 | `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 1 |
 | `TOOLAGENT_COMMIT_BATCH_MAX` | `commit_batch_max` | 64 |
 
@@ -126,6 +129,12 @@ class Settings(EnvSettings):
     """The audit chain's HMAC key (kept outside the store); unset: the chain is unkeyed."""
     audit_key_file: str | None = None
     """A file holding the audit key (surrounding whitespace ignored), instead of `audit_key`."""
+    max_result_bytes: int | None = Field(None, ge=1024)
+    """Largest tool result stored with an execution or a step, or answered, in bytes of compact JSON."""
+    max_deliverable_bytes: int | None = Field(None, ge=4096)
+    """Largest deliverable stored or answered (its content plus its data), in bytes."""
+    sql_tools_require_agent: bool | None = None
+    """Direct calls of SQL-taking tools must name an agent whose `security` block then applies."""
     commit_window_ms: float | None = Field(None, ge=0)
     """Longest wait, in milliseconds, of a batch of concurrent calls' writes for more writes
     before it commits (a lone write never waits); 0: commit whatever is queued at once."""
@@ -153,8 +162,19 @@ class Settings(EnvSettings):
             raw: Any = first.get("input")
             kind = ("a positive integer" if field.startswith("flow_max_") or field == "commit_batch_max"
                     else "inprocess or queue" if field == "execution" else "a positive number"
-                    if field == "worker_stalled_s" else "a number >= 0" if field == "commit_window_ms" else "valid")
+                    if field == "worker_stalled_s" else "a number >= 0" if field == "commit_window_ms"
+                    else f"an integer of at least {_minimum(field)}" if field.startswith("max_") and _minimum(field)
+                    else "true or false" if field == "sql_tools_require_agent" else "valid")
             raise UsageError(f"{var} must be {kind}, got {raw!r}") from exc
+
+
+def _minimum(field: str) -> int | None:
+    """The `ge` bound of an integer field, for its error message."""
+    for meta in Settings.model_fields[field].metadata:
+        bound = getattr(meta, "ge", None)
+        if bound is not None:
+            return int(bound)
+    return None
 
 
 def environ() -> Mapping[str, str]:

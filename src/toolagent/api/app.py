@@ -144,11 +144,13 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
         and this process's `http_requests_total` and `http_request_duration_seconds`. No API key
         is needed unless the server runs with `TOOLAGENT_METRICS_AUTH=key` or `=admin`."""
         svc: Services = request.app.state.services
+        categories = None
         if metrics_auth != "none":
             caller = await current_caller(request)
             if metrics_auth == "admin" and not caller.is_admin:
                 raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may not read /metrics: requires admin")
-        snapshot = (await svc.runtime.metrics()).to_prometheus(await _discovery(svc))
+            categories = caller.principal.categories  # a scoped key sees its categories' tools only
+        snapshot = (await svc.runtime.metrics(categories=categories)).to_prometheus(await _discovery(svc))
         if not svc.store.db.is_sqlite:  # the workers' queue (see `toolagent.workers`)
             from dataclasses import replace as _replace
 

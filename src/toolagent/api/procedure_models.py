@@ -9,11 +9,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, MIN_LIMIT
 from ..status import ExecutionStatus
+from ..tools.under_agent import AGENT_METADATA_KEY
 
 Category = Literal["browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent"]
 Status = ExecutionStatus
@@ -55,7 +56,15 @@ class ExecutionContextInput(_Input):
     """The caller's execution context, stored with the execution."""
 
     sessionId: str | None = Field(default=None, max_length=200, description="The caller's session id.")
-    metadata: dict[str, Any] | None = Field(default=None, description="Free-form metadata (stored redacted).")
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="Free-form metadata (stored redacted); the key `agent` is reserved (see `agent`).")
+
+    @field_validator("metadata")
+    @classmethod
+    def _no_agent_key(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and AGENT_METADATA_KEY in value:
+            raise ValueError(f"the key '{AGENT_METADATA_KEY}' is reserved: name the agent with `agent` (`org/slug`)")
+        return value
 
 
 class ExecuteToolInput(_Input):
@@ -68,6 +77,11 @@ class ExecuteToolInput(_Input):
         description="Milliseconds, 1000..300000; default: the tool's server config, else the engine's default.",
     )
     context: ExecutionContextInput | None = Field(default=None, description="Session id and metadata.")
+    agent: str | None = Field(
+        default=None, max_length=401, pattern=r"^[^/\s\x00]+/[^/\s\x00]+$",
+        description="Make the call under this agent (`org/slug`): the tool must be in its tool list, and its "
+                    "`security` block (SQL denylist, table allowlist) applies, as in a BUILD step.",
+    )
     async_: bool = Field(
         default=False, alias="async",
         description="Answer 202 with the execution id at once and run in the background (poll getToolStatus).",

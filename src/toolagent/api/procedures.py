@@ -31,7 +31,9 @@ from ..errors import (
 )
 from ..status import CallStatus, ExecutionStatus, StepStatus
 from ..tools.base import CallContext, CallOutcome
+from ..tools.bounds import bound_result
 from ..tools.spec import split_name
+from ..tools.under_agent import under_agent
 from .auth import Caller
 from .procedure_models import *  # noqa: F403 - the inputs and outputs are part of this module's names
 from .procedure_models import _Input
@@ -132,14 +134,17 @@ async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, rep
     """executeTool: gate, run and record one call through the tool stack; waits for it unless `async` is set.
 
     Raises:
-        NotFound: no such tool. ArgumentsInvalid: the arguments break its schema (400).
+        NotFound: no such tool, or no such `agent`. ArgumentsInvalid: the arguments break its schema (400).
         PermissionDenied (403), RateLimited / BudgetExceeded (429): refused, recorded as denied.
+        SqlRejected (403): under `agent`, the statement breaks its security block (nothing recorded).
         ToolFailed / CallCancelled (500): the tool reported an error, timed out or was cancelled.
     """
     entry = await tool_entry(svc, inp.name)
     context = inp.context or ExecutionContextInput()
     ctx = CallContext(caller.principal, api_key=caller.api_key, session_id=context.sessionId,
                       metadata=context.metadata, timeout_ms=inp.timeout)
+    if inp.agent is not None:
+        ctx = await under_agent(svc.store, inp.agent, ctx)
     if inp.async_:
         admitted: list[Execution] = []
         outcome = await _start_in_background(svc, entry, inp.arguments, ctx, admitted)
@@ -159,8 +164,8 @@ async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, rep
 async def _answer(svc: Services, caller: Caller, outcome: CallOutcome, reply: Reply) -> dict[str, Any]:
     """The body of a call that ended (or was refused), or the error it ended with."""
     exc = outcome.exception
-    if isinstance(exc, ArgumentsInvalid):
-        raise exc
+    if isinstance(exc, ArgumentsInvalid) or (exc is not None and outcome.record is None):
+        raise exc  # refused by the checks before the gate (arguments, SQL guard): nothing recorded
     if outcome.status is CallStatus.DENIED:
         reply.headers.update(await _limit_headers(svc, caller, outcome.tool))
         if isinstance(exc, ExecutionDenied) and exc.execution_id:
@@ -221,6 +226,10 @@ async def _start_in_background(svc: Services, entry: ToolEntry, arguments: dict[
 async def get_tool_status(svc: Services, caller: Caller, inp: ExecutionIdInput, reply: Reply) -> dict[str, Any]:
     """getToolStatus: one execution of the caller (anyone's, for an admin)."""
     execution = await svc.runtime.get_execution(inp.executionId, caller.principal)
+    # Stored under this cap already, unless written before it or by a process with a larger one.
+    bounded = bound_result(execution.result, svc.runtime.bounds.max_result_bytes)
+    if bounded is not execution.result:
+        execution = replace(execution, result=bounded)
     return {"success": True, "execution": execution.to_json()}
 
 

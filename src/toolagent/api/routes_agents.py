@@ -34,6 +34,7 @@ from ..workers.submit import follow_run, submit_run
 from ..store.owner import Owner, gone
 from ..store.runs import RunRow, StepRow
 from ..status import RunStatus, StepStatus
+from ..tools.bounds import bound_each_result
 from . import schemas
 from .auth import Caller, CallerDep
 from .errors import error_body
@@ -167,7 +168,9 @@ async def _visible_run(svc: Services, run_id: str, caller: Caller) -> RunRow:
 
 async def _run_json(svc: Services, row: RunRow) -> dict[str, Any]:
     steps = await svc.store.runs.get_steps(row.id)
-    return {**row.to_json(), "steps": [st.to_json() for st in steps]}
+    # Each step's result is stored bounded; together they are bounded like a deliverable.
+    return {**row.to_json(), "steps": bound_each_result([st.to_json() for st in steps],
+                                                        svc.runtime.bounds.max_deliverable_bytes)}
 
 
 def _links(run_id: str) -> dict[str, str]:

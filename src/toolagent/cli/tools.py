@@ -14,6 +14,7 @@ import json
 import math
 import sys
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -24,13 +25,14 @@ from rich.table import Table
 from ..engine import Execution, ExecutionDenied, Principal, ToolEntry
 from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from ..engine.permissions import CATEGORIES, can_run, levels_for, parse_category
-from ..errors import ArgumentsInvalid, BudgetExceeded, RateLimited, UsageError
+from ..errors import ArgumentsInvalid, BudgetExceeded, NotFound, RateLimited, UsageError
 from ..mcp.config import ServersConfig
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
 from ..store import Store
 from ..tools.base import CallContext, CallOutcome
 from ..tools.spec import ToolResult
+from ..tools.under_agent import under_agent
 from ..status import CallStatus, ExecutionStatus
 from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
 
@@ -278,6 +280,10 @@ def tools_call(
         None, "--timeout", help=f"Timeout in ms ({MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS}). Default: the server's "
                                 "timeout_s in mcp.json, else the engine config's default_timeout_ms (30000).",
     ),
+    agent: str | None = typer.Option(
+        None, "--agent", help="Call under this agent (org/slug): the tool must be in its tool list and its "
+                              "security block (SQL denylist, table allowlist) applies, as in a BUILD step.",
+    ),
 ) -> None:
     """Call one tool through the execution engine and print its result.
 
@@ -286,8 +292,11 @@ def tools_call(
     starts, so `toolagent executions cancel ID` stops it from another terminal. With --json, stdout
     is the execution record (status, result, error, timing).
 
-    Exit 0 success; 1 the tool failed, or the call was denied, rate limited, timed out or cancelled;
-    2 bad input (name, --args, --timeout).
+    With --agent ORG/SLUG the call is made under that agent: a tool outside its tool list is
+    denied, and SQL breaking its security block is rejected before it is sent.
+
+    Exit 0 success; 1 the tool failed, or the call was denied, rejected, rate limited, timed out or
+    cancelled; 2 bad input (name, --args, --timeout, an unknown --agent).
 
     Example: toolagent tools call supabase/generate-sql --args '{"query": "top 10 conversations by date"}' --timeout 5000
     """
@@ -301,6 +310,12 @@ def tools_call(
             raise UsageError(f"--timeout must be between {MIN_TIMEOUT_MS} and {MAX_TIMEOUT_MS} ms, got {timeout_ms}")
         servers = ServersConfig.load(state.servers)
         async with cli_runtime(servers) as (runtime, me):
+            ctx = CallContext(me, timeout_ms=timeout_ms)
+            if agent is not None:  # before any server starts: an unknown agent fails at once
+                try:
+                    ctx = await under_agent(runtime.store, agent, ctx)
+                except NotFound as exc:
+                    raise UsageError(f"--agent: {exc.message}") from exc
             entry = await runtime.tools.resolve(name)
             await runtime.catalogue.refresh([entry.spec.server])
 
@@ -312,8 +327,7 @@ def tools_call(
                     err.print(f"[dim]execution {started.id} started (timeout {started.timeout_ms} ms);"
                               f" stop it with: toolagent executions cancel {started.id}[/]", markup=True)
 
-            outcome = await runtime.tools.call(entry, arguments, CallContext(me, timeout_ms=timeout_ms,
-                                                                             on_admitted=announce))
+            outcome = await runtime.tools.call(entry, arguments, replace(ctx, on_admitted=announce))
             # Reported (and the exit decided) before the runtime closes: a server still busy with
             # the abandoned call can take seconds to stop, and the answer is due at the limit.
             try:
@@ -332,6 +346,8 @@ def _report(outcome: CallOutcome, me: Principal) -> int:
     exc = outcome.exception
     if isinstance(exc, ArgumentsInvalid):
         raise exc  # bad input: exit 2, like any other usage error
+    if execution is None and exc is not None and outcome.status is not CallStatus.DENIED:
+        fail(exc.message, EXIT_FAILED)  # refused before the gate (the SQL guard): nothing was recorded
     if outcome.status is CallStatus.DENIED:
         if isinstance(exc, ExecutionDenied):
             problem = _denial_message(exc, me)

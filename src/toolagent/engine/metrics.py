@@ -14,7 +14,7 @@ reads that as a counter reset.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -235,6 +235,7 @@ class Metrics:
         user: str | None = None,
         only_user: bool = False,
         now: datetime | None = None,
+        categories: Collection[str] | None = None,
     ) -> MetricsSnapshot:
         """Every figure (about one tool, when `tool` is given).
 
@@ -244,8 +245,12 @@ class Metrics:
             user: The asking user, whose own figures go in `user_stats`.
             only_user: List only `user` in `users` (for non-admins).
             now: The snapshot's time (default: now).
+            categories: Only tools of these categories, and only their executions in every figure
+                (a scoped API key's view); None: every category.
         """
-        rows = await self.reads.read(tool=tool, user=user if only_user else None)
+        if categories is not None and registered is not None:
+            registered = {name: c for name, c in registered.items() if c in categories}
+        rows = await self.reads.read(tool=tool, user=user if only_user else None, categories=categories)
         tool_rows, user_rows, cat_rows, denial_rows = rows.tools, rows.users, rows.categories, rows.denials
         bucket_rows, running, pcts = rows.buckets, rows.running, rows.percentiles
 

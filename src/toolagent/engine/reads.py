@@ -73,10 +73,12 @@ class Reads:
         """Statistics of the executions `filters` match (paging ignored)."""
         return await self.history_store.stats(principal, filters or HistoryQuery(**kwargs))
 
-    async def metrics(self, tool: str | None = None, *, principal: Principal | None = None) -> MetricsSnapshot:
+    async def metrics(self, tool: str | None = None, *, principal: Principal | None = None,
+                      categories: frozenset[str] | None = None) -> MetricsSnapshot:
         """Every figure (about one tool); with `principal`, its own figures as `user_stats`, and
-        only its own line in `users` unless it is an admin. One tool outside the principal's key
-        categories is not found.
+        only its own line in `users` unless it is an admin. A scoped key sees only the tools of its
+        categories and their executions (in every total); one tool outside them is not found.
+        `categories` narrows the same way without a principal (the Prometheus exposition).
 
         Raises:
             NotFound: `tool` is outside the principal's key categories.
@@ -87,6 +89,7 @@ class Reads:
         return await self.metrics_store.snapshot(
             tool=tool, registered=registered, user=principal.name if principal else None,
             only_user=principal is not None and not principal.is_admin, now=self._now(),
+            categories=principal.categories if principal is not None else categories,
         )
 
     async def list_tools(self, principal: Principal | None = None, *, category: str | None = None,

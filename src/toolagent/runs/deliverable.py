@@ -1,4 +1,9 @@
-"""The deliverable of a run: structured data, run metadata, and content in json, markdown or text."""
+"""The deliverable of a run: structured data, run metadata, and content in json, markdown or text.
+
+A deliverable is bounded in bytes (`max_bytes`, `TOOLAGENT_MAX_DELIVERABLE_BYTES`): over the cap,
+each step's result keeps its leading rows and a prefix of long text (`tools/bounds.py`), the
+content is rendered from that, and `metadata.truncated` gives the cap and the full size.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..engine.redaction import redact
+from ..tools.bounds import bound_deliverable
 
 if TYPE_CHECKING:
     from .plan import BuildPlan
@@ -98,9 +104,10 @@ def deliverable_metadata(
 
 def render_deliverable(
     plan: BuildPlan, steps: Sequence[StepState], *, run_id: str, status: str,
-    started_at: datetime, ended_at: datetime, duration_ms: float, error: str | None,
+    started_at: datetime, ended_at: datetime, duration_ms: float, error: str | None, max_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """The row stored in `deliverables`: id, format, type, content, data and metadata."""
+    """The row stored in `deliverables`: id, format, type, content, data and metadata, bounded to
+    `max_bytes` (None: `TOOLAGENT_MAX_DELIVERABLE_BYTES`, else its default)."""
     metadata = deliverable_metadata(plan, steps, run_id=run_id, status=status, started_at=started_at,
                                     ended_at=ended_at, duration_ms=duration_ms)
     results = [
@@ -115,17 +122,36 @@ def render_deliverable(
     # Masked before rendering, so `content` is rendered from the same masked values as `data`.
     data = redact({"agent": plan.agent_ref, "runId": run_id, "status": status, "error": error, "results": results})
     fmt = plan.deliverable_format.value
-    if fmt == "json":
-        content = json.dumps({"metadata": metadata, **data}, indent=2, default=str)
-    elif fmt == "markdown":
-        content = _markdown(plan, data, metadata)
-    else:
-        content = _text(plan, data, metadata)
-    return {
+
+    def render(data: dict[str, Any], metadata: dict[str, Any]) -> str:
+        if fmt == "json":
+            return json.dumps({"metadata": metadata, **data}, indent=2, default=str)
+        if fmt == "markdown":
+            return _markdown(plan, data, metadata) + _truncated_note(metadata, "_")
+        return _text(plan, data, metadata) + _truncated_note(metadata, "")
+
+    row = {
         "id": f"dlv_{int(time.time() * 1000)}_{secrets.token_hex(4)}",
-        "format": fmt, "type": plan.deliverable_type, "content": content, "data": data, "metadata": metadata,
-        "created_at": ended_at,
+        "format": fmt, "type": plan.deliverable_type, "content": render(data, metadata), "data": data,
+        "metadata": metadata, "created_at": ended_at,
     }
+    return bound_deliverable(row, _max_bytes(max_bytes), render)
+
+
+def _max_bytes(given: int | None) -> int:
+    if given is not None:
+        return given
+    from ..tools.bounds import ResultBounds
+
+    return ResultBounds.from_env().max_deliverable_bytes
+
+
+def _truncated_note(metadata: dict[str, Any], emphasis: str) -> str:
+    mark = metadata.get("truncated")
+    if not mark:
+        return ""
+    return (f"\n{emphasis}Truncated: the full deliverable is {mark['sizeBytes']} bytes, over the {mark['maxBytes']}-byte "
+            f"cap; each step keeps its leading rows and a prefix of long text.{emphasis}\n")
 
 
 def _table(columns: list[str], rows: list[Any]) -> list[str]:
@@ -239,6 +265,7 @@ def _text(plan: BuildPlan, data: dict[str, Any], md: dict[str, Any]) -> str:
 
 def interrupted_deliverable(
     run: Any, steps: Sequence[Any], *, error: str, ended_at: datetime, duration_ms: float | None,
+    max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The deliverable of a run whose process died: what its steps had done, and why it stopped.
 
@@ -252,6 +279,7 @@ def interrupted_deliverable(
         error: why it stopped (`interrupted: ...`).
         ended_at: when it was closed.
         duration_ms: from start to close.
+        max_bytes: its byte cap (None: `TOOLAGENT_MAX_DELIVERABLE_BYTES`, else its default).
     """
     results = []
     for s in steps:
@@ -275,8 +303,12 @@ def interrupted_deliverable(
         "durationMs": round(duration_ms, 3) if duration_ms is not None else None,
     }
     data = {"agent": agent_ref, "runId": run.id, "status": "failed", "error": error, "results": results}
-    return {
+
+    def render(data: dict[str, Any], metadata: dict[str, Any]) -> str:
+        return json.dumps({"metadata": metadata, **data}, indent=2, default=str)
+
+    row = {
         "id": f"dlv_{int(time.time() * 1000)}_{secrets.token_hex(4)}", "format": "json", "type": "interrupted-run",
-        "content": json.dumps({"metadata": metadata, **data}, indent=2, default=str), "data": data,
-        "metadata": metadata, "created_at": ended_at,
+        "content": render(data, metadata), "data": data, "metadata": metadata, "created_at": ended_at,
     }
+    return bound_deliverable(row, _max_bytes(max_bytes), render)

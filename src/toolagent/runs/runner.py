@@ -13,6 +13,7 @@ itself, the run record, every step record and the deliverable are written (in a 
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,6 +29,7 @@ from ..status import CallStatus, RunStatus, StepStatus
 from ..store import Store
 from ..store.db import utcnow
 from ..tools.base import CallContext, CallOutcome
+from ..tools.bounds import ResultBounds
 from ..tools.spec import ToolResult, ToolSpec
 from ..tools.stack import ToolStack
 from .deliverable import render_deliverable
@@ -120,6 +122,8 @@ class BuildRunner:
     """A step's timeout when its server config sets none (None: the runtime's default)."""
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     flow_cap: FlowCap = field(default_factory=FlowCap)
+    bounds: ResultBounds = field(default_factory=ResultBounds)
+    """Byte caps on the stored step results and the deliverable."""
     _active: dict[str, anyio.CancelScope] = field(default_factory=dict)
     _reasons: dict[str, str] = field(default_factory=dict)
 
@@ -162,7 +166,7 @@ class BuildRunner:
             "agent": plan.agent_slug, "agent_version": plan.agent_version, "started_at": started.isoformat(),
         }
         ctx = _Run(plan, run_id, dict(payload or {}), meta, steps, _emitter(on_event),
-                   StepWriter(self.store, run_id), started, time.perf_counter())
+                   StepWriter(self.store, run_id, max_result_bytes=self.bounds.max_result_bytes), started, time.perf_counter())
         if not claimed:
             await self.store.runs.create_run(
                 id=run_id, organization_slug=plan.organization_slug, agent_slug=plan.agent_slug,
@@ -218,10 +222,11 @@ class BuildRunner:
                                       "not run: stopOnError after an earlier failure")
                 left.append({"position": s.position, **_step_values(s)})
         duration_ms = (time.perf_counter() - ctx.t0) * 1000
-        deliverable = render_deliverable(
-            ctx.plan, ctx.steps, run_id=ctx.run_id, status=status, started_at=ctx.started, ended_at=ended,
-            duration_ms=duration_ms, error=error,
-        )
+        # Off the event loop: a large result is serialized and bounded here (always shielded).
+        deliverable = await anyio.to_thread.run_sync(functools.partial(
+            render_deliverable, ctx.plan, ctx.steps, run_id=ctx.run_id, status=status, started_at=ctx.started,
+            ended_at=ended, duration_ms=duration_ms, error=error, max_bytes=self.bounds.max_deliverable_bytes,
+        ))
         await self.store.runs.update_steps(ctx.run_id, left)
         await self.store.runs.finish_run(
             ctx.run_id, deliverable=deliverable, status=status, error=error, ended_at=ended, duration_ms=duration_ms

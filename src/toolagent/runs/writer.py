@@ -14,6 +14,7 @@ import anyio
 import anyio.abc
 
 from ..store import Store
+from ..tools.bounds import DEFAULT_MAX_RESULT_BYTES, bound_result_json
 
 #: Longest delay between a step's change and its commit.
 FLUSH_INTERVAL_S = 0.05
@@ -22,8 +23,10 @@ FLUSH_INTERVAL_S = 0.05
 class StepWriter:
     """Background, batching writer of one run's step records."""
 
-    def __init__(self, store: Store, run_id: str, *, flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
+    def __init__(self, store: Store, run_id: str, *, flush_interval_s: float = FLUSH_INTERVAL_S,
+                 max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:
         self.store = store
+        self.max_result_bytes = max_result_bytes
         self.flush_interval_s = flush_interval_s
         self.run_id = run_id
         self._pending: dict[int, dict[str, Any]] = {}
@@ -32,7 +35,10 @@ class StepWriter:
         self._done = anyio.Event()
 
     def put(self, position: int, values: dict[str, Any]) -> None:
-        """Queue the latest state of a step (a later snapshot replaces an unwritten one)."""
+        """Queue the latest state of a step (a later snapshot replaces an unwritten one); its
+        result is stored bounded to `max_result_bytes`, as an execution's is."""
+        if values.get("result") is not None:
+            values = {**values, "result": bound_result_json(values["result"], self.max_result_bytes)}
         self._pending[position] = {"position": position, **values}
         self._wake.set()
 

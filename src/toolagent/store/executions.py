@@ -157,8 +157,7 @@ class Execution:
         raw = m["result"]
         result = None
         if isinstance(raw, dict):
-            result = ToolResult(bool(raw.get("isError")), raw.get("structuredContent"), list(raw.get("content") or []),
-                                str(raw.get("text") or ""))
+            result = ToolResult.from_json(raw)
         owner = Owner(m["owner_pid"], m["owner_host"] or "", m["owner_boot"] or "") if m["owner_pid"] is not None else None
         return cls(
             id=m["id"], tool=m["tool"], category=m["category"], risk=m["risk"], status=m["status"], user=m["user_name"],

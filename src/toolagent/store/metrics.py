@@ -9,7 +9,7 @@ the durations of the executions that ran and ended, each one index read
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,10 +72,13 @@ class MetricsReads:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def read(self, *, tool: str | None = None, user: str | None = None) -> MetricsRows:
+    async def read(self, *, tool: str | None = None, user: str | None = None,
+                   categories: Collection[str] | None = None) -> MetricsRows:
         """Everything a snapshot needs (about one tool, when `tool` is given; per-user rows only
-        of `user`, when given)."""
+        of `user`, when given; only executions of tools in `categories`, when given)."""
         scope: list[Any] = [] if tool is None else [_TOT.c.tool == tool]
+        if categories is not None:
+            scope.append(_TOT.c.category.in_(sorted(categories)))
         user_scope = [*scope, *([_TOT.c.user_name == user] if user is not None else [])]
         async with self.db.begin() as conn:
             tool_rows = (await conn.execute(
@@ -107,7 +110,11 @@ class MetricsReads:
             # would tempt SQLite's planner into walking a whole index in group order instead).
             running = [r for r in await conn.execute(
                 sa.select(_T.c.tool, _T.c.category, _T.c.user_name, _T.c.started_at).where(_T.c.status == ExecutionStatus.RUNNING))
-                if tool is None or r.tool == tool]
+                if (tool is None or r.tool == tool) and (categories is None or r.category in categories)]
+            if categories is not None:
+                # Duration buckets are kept per tool: keep those of the tools in scope.
+                shown = {r.tool for r in tool_rows}
+                bucket_rows = [b for b in bucket_rows if b.tool in shown]
             pcts = await self._percentiles(conn, {r.tool: int(r.timed) for r in tool_rows if int(r.timed)})
         return MetricsRows(list(tool_rows), list(user_rows), list(cat_rows), list(denial_rows), list(bucket_rows),
                            running, pcts)

@@ -55,6 +55,9 @@ class CallContext:
     """The agent's tool list (BUILD steps): every other tool is denied."""
     security: Security | None = None
     """The agent's `security` block: the SQL guard checks SQL-taking tools against it."""
+    agent: str | None = None
+    """`org/slug` of the agent a direct call is made under (its tool list and security block are
+    `agent_tools` and `security`); stored in the execution's metadata and named in its audit rows."""
     session_id: str | None = None
     """The caller's session id (stored with the execution)."""
     metadata: Mapping[str, Any] | None = None

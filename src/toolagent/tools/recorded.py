@@ -14,6 +14,10 @@ or raise becomes the stored outcome:
 | `cancelled` (cancel by id)      | cancelled     | cancelled      |
 | `ToolAgentError` raised         | failed        | failed         |
 | the calling task was cancelled  | cancelled     | (re-raised)    |
+
+The stored result is bounded in bytes (`bounds.py`, `max_result_bytes`): a larger one is stored,
+and handed back on the outcome's record, in its bounded form saying `truncated`; the outcome's
+own `result` stays whole for the caller that is waiting on it.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ from ..engine.redaction import redact_text
 from ..errors import BudgetExceeded, RateLimited, ToolAgentError
 from ..status import CallStatus, ExecutionStatus
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
+from .bounds import DEFAULT_MAX_RESULT_BYTES, bound_result, looks_large
 from .gate import denied_outcome, refuse
 from .records import Recorder
+from .spec import ToolResult
 
 _STORED = {CallStatus.OK: ExecutionStatus.SUCCESS, CallStatus.FAILED: ExecutionStatus.FAILED,
            CallStatus.TIMED_OUT: ExecutionStatus.CANCELLED, CallStatus.CANCELLED: ExecutionStatus.CANCELLED}
@@ -46,6 +52,8 @@ class RecordedSource(WrappedSource):
 
     recorder: Recorder
     clock: Clock = field(default=time.time)
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """Largest result stored with an execution (bytes of compact JSON)."""
 
     async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
         """Admit, run and record one call."""
@@ -88,10 +96,21 @@ class RecordedSource(WrappedSource):
             raise
         return await self._finish(execution, started, outcome)
 
+    async def _stored_result(self, result: ToolResult | None) -> ToolResult | None:
+        """The result as the execution keeps it: bounded to `max_result_bytes`."""
+        if result is None:
+            return None
+        if looks_large(result):
+            return await anyio.to_thread.run_sync(bound_result, result, self.max_result_bytes)
+        return bound_result(result, self.max_result_bytes)
+
     async def _finish(self, execution: Execution, started: float, outcome: CallOutcome) -> CallOutcome:
+        duration_ms = (time.perf_counter() - started) * 1000
+        with anyio.CancelScope(shield=True):
+            result = await self._stored_result(outcome.result)
         ended = replace(
             execution, status=_STORED[outcome.status], ended_at=datetime.fromtimestamp(self.clock(), UTC),
-            duration_ms=(time.perf_counter() - started) * 1000, result=outcome.result,
+            duration_ms=duration_ms, result=result,
             error=redact_text(outcome.error) if outcome.error and outcome.status is not CallStatus.CANCELLED else None,
             reason=outcome.reason,
         )

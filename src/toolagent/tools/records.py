@@ -41,11 +41,20 @@ if TYPE_CHECKING:
     from ..store.db import Database
 
 
+def _under_agent(execution: Execution, reason: str | None) -> str | None:
+    """`reason`, naming the agent a direct call was made under (its metadata's `agent`)."""
+    agent = (execution.metadata or {}).get("agent") if execution.run_id is None else None
+    if not isinstance(agent, str):
+        return reason
+    return f"{reason} (under agent {agent})" if reason else f"under agent {agent}"
+
+
 def decision_entry(execution: Execution, *, allowed: bool, reason: str | None = None) -> AuditEntry:
     """The audit row of the gate's verdict on `execution`."""
     return AuditEntry(
         principal=execution.user, api_key_id=execution.api_key_id, tool=execution.tool, risk=execution.risk,
-        level=execution.level, decision="allow" if allowed else "deny", reason=reason, arguments=execution.arguments,
+        level=execution.level, decision="allow" if allowed else "deny", reason=_under_agent(execution, reason),
+        arguments=execution.arguments,
         outcome=None if allowed else "denied", started_at=execution.started_at,
         ended_at=None if allowed else execution.started_at, run_id=execution.run_id, execution_id=execution.id,
         event="decision",
@@ -56,11 +65,19 @@ def outcome_entry(execution: Execution) -> AuditEntry:
     """The audit row of how `execution` ended."""
     return AuditEntry(
         principal=execution.user, api_key_id=execution.api_key_id, tool=execution.tool, risk=execution.risk,
-        level=execution.level, reason=execution.reason or execution.error, arguments=execution.arguments,
+        level=execution.level, reason=_under_agent(execution, execution.reason or execution.error),
+        arguments=execution.arguments,
         outcome=execution.status,  # type: ignore[arg-type]
         started_at=execution.started_at, ended_at=execution.ended_at, duration_ms=execution.duration_ms,
         run_id=execution.run_id, execution_id=execution.id, event="outcome",
     )
+
+
+def _metadata(ctx: CallContext) -> dict[str, Any] | None:
+    """The caller's metadata as stored (redacted), with `agent` when the call was made under one."""
+    if ctx.agent is not None:
+        return {**redact(dict(ctx.metadata or {})), "agent": ctx.agent}
+    return redact(dict(ctx.metadata)) if ctx.metadata is not None else None
 
 
 @dataclass(frozen=True)
@@ -121,7 +138,7 @@ class Recorder:
             id=call.execution_id, tool=call.name, category=call.entry.category, risk=call.entry.risk,
             status=ExecutionStatus.RUNNING, user=principal.name, started_at=datetime.fromtimestamp(call.started_s, UTC),
             level=principal.level, api_key_id=key.id if key is not None else None, session_id=ctx.session_id,
-            run_id=ctx.run_id, metadata=redact(dict(ctx.metadata)) if ctx.metadata is not None else None,
+            run_id=ctx.run_id, metadata=_metadata(ctx),
             arguments=redact(call.arguments), timeout_ms=call.timeout_ms, owner=self.owner,
         )
 

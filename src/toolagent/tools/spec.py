@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,13 +70,26 @@ class ToolResult:
         structured: `structuredContent`, when the tool returned it.
         content: the content blocks as plain JSON (`{"type": "text", "text": ...}` ...).
         text: every text block joined with newlines.
+        truncated: set when this is the bounded form of a larger result (`tools/bounds.py`):
+            `{"maxBytes": cap, "sizeBytes": full size}`.
     """
 
     is_error: bool
     structured: dict[str, Any] | None
     content: list[dict[str, Any]]
     text: str
+    truncated: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form."""
-        return {"isError": self.is_error, "structuredContent": self.structured, "content": self.content, "text": self.text}
+        """The stored form (`truncated` only when set)."""
+        data = {"isError": self.is_error, "structuredContent": self.structured, "content": self.content, "text": self.text}
+        if self.truncated is not None:
+            data["truncated"] = self.truncated
+        return data
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ToolResult:
+        """A result from its stored form."""
+        truncated = raw.get("truncated")
+        return cls(bool(raw.get("isError")), raw.get("structuredContent"), list(raw.get("content") or []),
+                   str(raw.get("text") or ""), dict(truncated) if isinstance(truncated, Mapping) else None)

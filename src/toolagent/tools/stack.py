@@ -38,6 +38,7 @@ from ..engine.registry import ToolEntry
 from ..errors import ToolAgentError
 from ..status import CallStatus
 from .base import CallContext, CallOutcome, ToolCall, ToolSource
+from .bounds import DEFAULT_MAX_RESULT_BYTES
 from .cancellation import Cancellation
 from .gate import GateSource
 from .limited import LimitedSource
@@ -60,19 +61,23 @@ def build_tool_stack(
     cancellation: Cancellation | None = None,
     retry_attempts: int = DEFAULT_ATTEMPTS,
     clock: Callable[[], float] = time.time,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    sql_tools_require_agent: bool = False,
 ) -> ToolSource:
     """Compose the layers over `inner` in the order of the module docstring.
 
     Without a `recorder` the stack is ungoverned (no gate, limits or records): timeout, retries,
     SQL guard and schema check only — what a benchmark compares the governed stack with.
+    `max_result_bytes` bounds the result each execution stores (`bounds.py`);
+    `sql_tools_require_agent` refuses direct calls of SQL-taking tools made under no agent.
     """
     source: ToolSource = SchemaCheckedSource(inner)
-    source = SqlGuardedSource(source)
+    source = SqlGuardedSource(source, require_agent=sql_tools_require_agent)
     source = RetryingSource(source, attempts=retry_attempts)
     source = TimeoutSource(source, cancellation)
     if recorder is None:
         return source
-    source = RecordedSource(source, recorder, clock)
+    source = RecordedSource(source, recorder, clock, max_result_bytes)
     if limits is not None:
         source = LimitedSource(source, limits)
     return GateSource(source, recorder)
