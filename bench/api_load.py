@@ -29,6 +29,18 @@ Run: .venv/bin/python bench/api_load.py [--seconds S] [--clients 100,1000] [--ra
      [--no-relay]       (skip the bare HTTP relay phase, bench/_http_relay.py)
      [--profile FILE]   (run the server under cProfile, dump to FILE and print its top functions)
      [--timings]        (time the server's stages: bench/_api_timing.py, patched in at start)
+     [--peer contextforge [--peer-rounds R] [--peer-spec SPEC]]
+                        (instead of the above: IBM's MCP ContextForge gateway side by side, see below)
+
+Peer mode (`--peer contextforge`): installs PyPI `mcp-contextforge-gateway` into a virtualenv under
+the bench's cache on first use (bench/_contextforge.py says where and which defaults it changes),
+starts bench_server.py over streamable HTTP as the one upstream of both gateways, registers it in
+ContextForge and in toolagent's API, then alternates R rounds (default 2) of three phases with the
+same clients (100 by default, `--clients`): toolagent's `POST /api/tools/execute`, ContextForge's
+`POST /rpc` `tools/call`, and the same with each client sending its own `Mcp-Session-Id` (then
+ContextForge keeps one upstream session per client instead of opening one per call). It prints
+each phase, the best round of each with the ratios, and the rows each one's database gained per
+call. The script fails with the step and the reason if the peer cannot be installed or started.
 """
 
 from __future__ import annotations
@@ -269,10 +281,13 @@ def provision(db: str, users: list[tuple[str, str]]) -> dict[str, str]:
 
 @contextlib.contextmanager
 def api_server(workdir: Path, db: str, engine_config: dict[str, Any], profile: Path | None,
-               timings: bool = False) -> Iterator[Api]:
-    """uvicorn with the app and the bench server on a free port; stopped (SIGTERM) afterwards."""
+               timings: bool = False, upstream_url: str | None = None) -> Iterator[Api]:
+    """uvicorn with the app and the bench server (over stdio, or the one at `upstream_url` over
+    streamable HTTP) on a free port; stopped (SIGTERM) afterwards."""
     servers = workdir / "mcp.json"
-    servers.write_text(json.dumps({"mcpServers": {"bench": {"command": sys.executable, "args": SERVER_ARGS, "risk": "safe"}}}))
+    entry = ({"url": upstream_url, "risk": "safe"} if upstream_url
+             else {"command": sys.executable, "args": SERVER_ARGS, "risk": "safe"})
+    servers.write_text(json.dumps({"mcpServers": {"bench": entry}}))
     config = workdir / "engine.json"
     config.write_text(json.dumps(engine_config))
     env = {**os.environ, ENGINE_CONFIG_ENV: str(config)}
@@ -518,6 +533,136 @@ async def load(api: Api, relay: Api | None, keys: dict[str, str], args: argparse
     await burst(api, keys[small], args.rate_q, keys[big], args.burst_background)
 
 
+# -- the peer ------------------------------------------------------------------------------------------
+
+
+def rpc(pools: list[httpx.AsyncClient], tool: str, session: bool) -> Call:
+    """One JSON-RPC `tools/call` of `tool` through a gateway's `/rpc`; client i uses pool i // 10 and,
+    with `session`, its own `Mcp-Session-Id`."""
+
+    async def call(i: int) -> str | None:
+        headers = {"Mcp-Session-Id": f"bench-client-{i}"} if session else None
+        body = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "hello"}}}
+        response = await pools[(i // CONNECTIONS_PER_CLIENT) % len(pools)].post("/rpc", json=body, headers=headers)
+        if response.status_code != 200:
+            return f"HTTP {response.status_code}: {response.text[:120]}"
+        answer = response.json()
+        if "error" in answer:
+            return f"JSON-RPC error: {str(answer['error'])[:120]}"
+        return "isError: " + str(answer["result"].get("content"))[:100] if answer["result"].get("isError") else None
+
+    return call
+
+
+@contextlib.asynccontextmanager
+async def token_clients(url: str, headers: dict[str, str], clients: int) -> AsyncIterator[list[httpx.AsyncClient]]:
+    """Like `api_clients`, for a server with other credentials."""
+    async with contextlib.AsyncExitStack() as stack:
+        pools = []
+        for first in range(0, clients, CONNECTIONS_PER_CLIENT):
+            size = min(CONNECTIONS_PER_CLIENT, clients - first)
+            limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+            pools.append(await stack.enter_async_context(httpx.AsyncClient(
+                base_url=url, headers=headers, limits=limits, timeout=httpx.Timeout(CLIENT_TIMEOUT_S))))
+        yield pools
+
+
+def row_growth(before: dict[str, int], after: dict[str, int], calls: int) -> str:
+    """`table +rows/call, ...` for the tables that gained rows."""
+    grown = {t: after[t] - before.get(t, 0) for t in after if after[t] > before.get(t, 0)}
+    return ", ".join(f"{t} {n / calls:.2f}" for t, n in sorted(grown.items(), key=lambda kv: -kv[1])) or "none"
+
+
+async def peer_rounds(api: Api, key: str, cf: Any, tool: str, args: argparse.Namespace, store_file: Path | None,
+                      upstream_pid: int) -> None:
+    """Alternate toolagent and ContextForge phases; print each, then the best round of each and the ratios."""
+    import _contextforge
+
+    clients = args.clients[0]
+    kinds = ["toolagent", "cf", "cf+session"]
+    phases: dict[str, list[Phase]] = {k: [] for k in kinds}
+    records: dict[str, str] = {}
+    for r in range(args.peer_rounds):
+        for kind in kinds:
+            if kind == "toolagent":
+                procs = {"api(uvicorn)": api.pid, "mcp-server": upstream_pid}
+                async with api_clients(api, key, clients) as pools:
+                    await hammer(Phase("warmup", min(clients, WARMUP_CLIENTS)), execute(pools), args.warmup, {})
+                    before = _contextforge.table_rows(store_file) if store_file else {}
+                    phase = await hammer(Phase(f"API#{r + 1}", clients), execute(pools), args.seconds, procs)
+                if store_file:
+                    records[kind] = row_growth(before, _contextforge.table_rows(store_file), phase.calls)
+            else:
+                procs = {"contextforge": cf.pid, **{f"cf-child({i})": c for i, c in enumerate(children(cf.pid))},
+                         "mcp-server": upstream_pid}
+                async with token_clients(cf.url, cf.headers, clients) as pools:
+                    call = rpc(pools, tool, kind == "cf+session")
+                    await hammer(Phase("warmup", min(clients, WARMUP_CLIENTS)), call, args.warmup, {})
+                    before = cf.row_counts()
+                    phase = await hammer(Phase(f"{'CF+sid' if kind == 'cf+session' else 'CF'}#{r + 1}", clients),
+                                         call, args.seconds, procs)
+                records[kind] = row_growth(before, cf.row_counts(), phase.calls)
+            phase.print()
+            phases[kind].append(phase)
+    best = {k: max(v, key=lambda p: p.per_s) for k, v in phases.items()}
+    print(f"  best round of each at N={clients} (calls/s, p50 ms, server CPU ms/call):")
+    for kind, phase in best.items():
+        server = "api(uvicorn)" if kind == "toolagent" else "contextforge"
+        cpu = sum(v for k, v in phase.cpu.items() if k == server or k.startswith("cf-child")) / max(phase.calls, 1) * 1000
+        print(f"    {kind:<11} {phase.per_s:7.0f}  {pct(phase.latencies_s, .5) * 1000:8.1f}  {cpu:7.2f}")
+    a = best["toolagent"]
+    for kind in ("cf", "cf+session"):
+        if best[kind].per_s:
+            print(f"  ratio toolagent/{kind} throughput: {a.per_s / best[kind].per_s:.1f}x")
+    print("  rows each database gained per call (tables updated in place, e.g. toolagent's totals and limit counters, "
+          "do not show):")
+    for kind, text in records.items():
+        print(f"    {kind:<11} {text}")
+    if not store_file:
+        print("    (toolagent's rows are counted on its SQLite store only)")
+    print("    toolagent writes its execution row and both audit rows (decision, outcome) before it answers; ContextForge "
+          "at its defaults keeps per-call tool metrics in a memory buffer written every 60 s or 1,000 calls "
+          "(METRICS_BUFFER_*), with its audit trail, security log and database logs off")
+
+
+def run_peer(args: argparse.Namespace, engine_config: dict[str, Any], big: str) -> None:
+    """`--peer contextforge`: install/start the peer, the shared upstream and the API; alternate phases."""
+    import _contextforge
+
+    try:
+        venv = _contextforge.ensure_installed(args.peer_spec)
+    except _contextforge.PeerUnavailable as exc:
+        sys.exit(f"--peer contextforge: {exc}")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        db = args.db or f"sqlite+aiosqlite:///{work / 'api.db'}"
+        keys = provision(db, [(big, "enterprise")])
+        store_file = Path(db.split(":///", 1)[1]) if db.startswith("sqlite") else None
+        try:
+            with contextlib.ExitStack() as stack:
+                upstream_port = free_port()
+                upstream = stack.enter_context(_contextforge.http_bench_server(HERE / "bench_server.py", upstream_port, work))
+                upstream_pid = next(pid for pid in children(os.getpid())
+                                    if str(upstream_port) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"))
+                cf = stack.enter_context(_contextforge.gateway(venv, work / "contextforge", free_port()))
+                cf.register("bench", upstream)
+                tool = cf.tool_name(TOOL)
+                api = stack.enter_context(api_server(work, db, engine_config, None, upstream_url=upstream))
+                print(f"peer: ContextForge {_version(venv)} at its defaults (SQLite, 1 process) and toolagent "
+                      f"({db.split('://')[0]}), both relaying tool {TOOL} of one bench_server.py over streamable HTTP; "
+                      f"{args.seconds:g} s per phase, {args.peer_rounds} rounds; cpus: {os.cpu_count()}")
+                anyio.run(peer_rounds, api, keys[big], cf, tool, args, store_file, upstream_pid)
+        except _contextforge.PeerUnavailable as exc:
+            sys.exit(f"--peer contextforge: {exc}")
+
+
+def _version(venv: Path) -> str:
+    done = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import importlib.metadata as m; print(m.version('mcp-contextforge-gateway'))"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() or "(unknown version)"
+
+
 def main() -> None:
     """Parse the arguments, start the server, run the phases."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -532,6 +677,10 @@ def main() -> None:
     parser.add_argument("--timings", action="store_true",
                         help="patch wall-clock timers around the server's stages (bench/_api_timing.py) and print them")
     parser.add_argument("--no-relay", action="store_true", help="skip the bare-relay comparison phase")
+    parser.add_argument("--peer", choices=["contextforge"], help="compare with a peer gateway instead (see above)")
+    parser.add_argument("--peer-rounds", type=int, default=2, help="alternating rounds in peer mode (default 2)")
+    parser.add_argument("--peer-spec", default="mcp-contextforge-gateway",
+                        help="what pip installs for the peer on first use (e.g. a pinned version)")
     args = parser.parse_args()
 
     suffix = secrets.token_hex(3)  # a --db store may already hold earlier runs' users
@@ -540,6 +689,11 @@ def main() -> None:
         "enterprise": {"rate_per_minute": 100_000_000, "monthly_budget": None},  # counted, never reached
         "starter": {"rate_per_minute": args.rate_q, "monthly_budget": None},
     }}
+    if args.peer:
+        if args.clients == [100, 1000]:
+            args.clients = [100]
+        run_peer(args, engine_config, big)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or f"sqlite+aiosqlite:///{Path(tmp) / 'api.db'}"
         keys = provision(db, [(big, "enterprise"), (small, "starter")])

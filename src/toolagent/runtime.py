@@ -162,6 +162,7 @@ class Runtime:
         """Stop the watcher (running calls are not cancelled: their callers own them)."""
         stack, tg = self._stack, self._tg
         self._stack = self._tg = None
+        self.principals.close()
         if tg is not None and stack is not None:
             tg.cancel_scope.cancel()
             await stack.aclose()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from . import data
 from .agents import load_path
+from .engine.ownership import Actor
 from .store import Store
 
 #: The seed folder shipped in the package.
@@ -17,15 +18,24 @@ def default_seed_files() -> list[Path]:
     return sorted(Path("seeds").glob("*.json")) or data.seed_files()
 
 
-async def seed_files(store: Store, paths: list[Path]) -> list[tuple[str, str]]:
+async def seed_files(store: Store, paths: list[Path], actor: Actor | None = None) -> list[tuple[str, str]]:
     """Validate every file first, then upsert each record; returns (ref, outcome) pairs.
+
+    Each change is audited as made by `actor` (default: the local operator, named after the OS
+    account). An organization seeding creates has no members: global admins administer it until
+    roles are granted (`toolagent orgs grant`).
 
     Raises:
         DefinitionInvalid: any file is invalid (nothing is written then).
     """
+    from .engine.orgs import Organizations
+    from .engine.principals import local_user_name
+
     loaded = [agent for path in paths for agent in load_path(path)]
+    orgs = Organizations(store.db)
+    who = actor or Actor.local_operator(local_user_name())
     results = []
     for agent in loaded:
-        outcome, _ = await store.agents.upsert_agent(agent.record)
+        outcome, _ = await orgs.put_agent(who, agent.record)
         results.append((agent.ref, outcome))
     return results

@@ -86,7 +86,8 @@ def test_every_route_needs_a_valid_key(server: LiveServer) -> None:
     routes = [("GET", "/api/agents"), ("GET", "/api/agents/demo/chain"), ("PUT", "/api/agents/demo/chain"),
               ("DELETE", "/api/agents/demo/chain"), ("POST", "/api/agents/demo/chain/build"),
               ("GET", "/api/runs/run_1_x"), ("POST", "/api/runs/run_1_x/cancel"), ("GET", "/api/runs/run_1_x/events"),
-              ("GET", "/api/deliverables/dlv_1_x")]
+              ("GET", "/api/deliverables/dlv_1_x"), ("GET", "/api/orgs"), ("GET", "/api/orgs/demo/members"),
+              ("PUT", "/api/orgs/demo/members/bob"), ("DELETE", "/api/orgs/demo/members/bob")]
     with httpx.Client(base_url=server.url) as anonymous:
         assert anonymous.get("/health").json()["status"] == "ok"
         assert anonymous.get("/ready").status_code == 200
@@ -173,15 +174,25 @@ def test_put_needs_more_than_view_only(as_user: dict[str, httpx.Client]) -> None
     assert_error(response, 403, "FORBIDDEN", "viewer", "view_only")
 
 
-def test_delete_is_for_admins(as_user: dict[str, httpx.Client]) -> None:
-    bob, adv, ann = as_user["bob"], as_user["adv"], as_user["ann"]
+def test_delete_needs_the_orgs_editor_role(as_user: dict[str, httpx.Client]) -> None:
+    # bob started `demo` with its first agent (the module's fixture), so he is its admin.
+    bob, carol, adv, ann = as_user["bob"], as_user["carol"], as_user["adv"], as_user["ann"]
     assert bob.put("/api/agents/demo/doomed", json=agent_body(definition("doomed", ["probe/echo"]))).status_code == 200
-    assert_error(bob.delete("/api/agents/demo/doomed"), 403, "FORBIDDEN", "bob", "execute_basic", "requires admin")
+    assert_error(carol.delete("/api/agents/demo/doomed"), 403, "FORBIDDEN", "carol", "editor role", "'demo'",
+                 "toolagent orgs grant demo carol --role editor")
     assert_error(adv.delete("/api/agents/demo/doomed"), 403, "FORBIDDEN", "adv")
     assert bob.get("/api/agents/demo/doomed").status_code == 200
-    assert ann.delete("/api/agents/demo/doomed").json() == {"success": True, "deleted": "demo/doomed"}
+    granted = bob.put("/api/orgs/demo/members/carol", json={"role": "editor"})
+    assert granted.status_code == 200 and granted.json()["outcome"] == "granted", granted.text
+    try:
+        assert carol.delete("/api/agents/demo/doomed").json() == {"success": True, "deleted": "demo/doomed"}
+    finally:
+        assert bob.delete("/api/orgs/demo/members/carol").status_code == 200
     assert_error(bob.get("/api/agents/demo/doomed"), 404, "NOT_FOUND")
     assert_error(ann.delete("/api/agents/demo/doomed"), 404, "NOT_FOUND", "demo/doomed")
+    # A global admin deletes in any organization.
+    assert bob.put("/api/agents/demo/doomed", json=agent_body(definition("doomed", ["probe/echo"]))).status_code == 200
+    assert ann.delete("/api/agents/demo/doomed").status_code == 200
 
 
 # -- BUILD -------------------------------------------------------------------------------------

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Literal, get_args
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..engine.prometheus import CONTENT_TYPE, HttpMetrics, render
@@ -95,22 +96,7 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
     app.add_middleware(EdgeCheck)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env())
     app.state.http_metrics = HttpMetrics()
-
-    @app.middleware("http")
-    async def _count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        # Labelled by route template (`/api/runs/{run_id}`), never the raw path, to bound the series;
-        # a streamed response counts the time to its first byte.
-        t0 = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            if status == 405:
-                _allow_all_methods(routes, request, response)
-            return response
-        finally:
-            path = getattr(request.scope.get("route"), "path", "unmatched")
-            app.state.http_metrics.observe(request.method, path, status, time.perf_counter() - t0)
+    app.add_middleware(RequestMetrics, metrics=app.state.http_metrics, routes=routes)
 
     @app.get("/health", tags=["system"], summary="Liveness")
     async def health() -> dict[str, Any]:
@@ -160,25 +146,73 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
         return Response(render(snapshot, http=request.app.state.http_metrics), media_type=CONTENT_TYPE)
 
     from .routes_agents import router as agents_router
+    from .routes_orgs import router as orgs_router
 
     app.include_router(agents_router)
-    routers = [agents_router, *_include_optional_routers(app)]
+    app.include_router(orgs_router)
+    routers = [agents_router, orgs_router, *_include_optional_routers(app)]
     # Every route with its methods (a router's own list: its routes carry their full paths), for 405s.
     routes.extend(r for r in app.router.routes if getattr(r, "methods", None))
     routes.extend(r for router in routers for r in router.routes)
     return app
 
 
-def _allow_all_methods(routes: list[BaseRoute], request: Request, response: Response) -> None:
+class RequestMetrics:
+    """ASGI middleware counting every HTTP request in `HttpMetrics` by route template
+    (`/api/runs/{run_id}`, never the raw path, to bound the series) and status, timed to the start
+    of the response (a streamed response counts the time to its first byte); it also completes the
+    `Allow` header of 405 answers (see `_allow_methods`).
+
+    A plain ASGI callable rather than `@app.middleware("http")`: that one runs each request in a
+    task group of its own with memory streams between it and the app, a cost paid on every call.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: HttpMetrics, routes: list[BaseRoute]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, observing its status when the response starts."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        observed = False
+
+        def observe(status: int) -> None:
+            nonlocal observed
+            observed = True
+            path = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.observe(scope["method"], path, status, time.perf_counter() - t0)
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start" and not observed:
+                status = int(message["status"])
+                if status == 405:
+                    message = {**message, "headers": _allow_methods(self.routes, scope, message.get("headers") or [])}
+                observe(status)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            if not observed:
+                observe(500)
+
+
+def _allow_methods(routes: list[BaseRoute], scope: Scope, headers: Any) -> list[tuple[bytes, bytes]]:
     """Starlette's 405 lists the methods of the first route matching the path only; list those of
     every route with the same path template (GET, PUT and DELETE /api/agents/{org}/{slug} are three
     routes). Routes of other templates that happen to match too (`/api/tools/{name:path}` for
     `/api/tools/execute`) are another resource and stay out."""
-    matching = [r for r in routes if r.matches(request.scope)[0] is not Match.NONE]
-    if matching:
-        template = getattr(matching[0], "path", None)
-        methods = {m for r in matching if getattr(r, "path", None) == template for m in getattr(r, "methods", ())}
-        response.headers["Allow"] = ", ".join(sorted(methods))
+    kept = [(k, v) for k, v in headers if k.lower() != b"allow"]
+    matching = [r for r in routes if r.matches(scope)[0] is not Match.NONE]
+    if not matching:
+        return list(headers)
+    template = getattr(matching[0], "path", None)
+    methods = {m for r in matching if getattr(r, "path", None) == template for m in getattr(r, "methods", ())}
+    return [*kept, (b"allow", ", ".join(sorted(methods)).encode("latin-1"))]
 
 
 def _include_optional_routers(app: FastAPI) -> list[APIRouter]:

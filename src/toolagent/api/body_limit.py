@@ -3,7 +3,9 @@
 A body larger than the cap is answered 413 without being read to its end: a declared
 `Content-Length` over the cap is refused before a byte of the body is read, and a chunked body
 is refused as soon as the bytes read so far pass the cap. Nothing of the body is echoed back.
-Bodies within the cap are buffered (at most the cap) and handed to the app unchanged.
+Bodies within the cap are buffered (at most the cap) and handed to the app unchanged, in one
+message; the buffered bytes are also left in the scope under `BODY_SCOPE_KEY`, so the edge checks
+inside read them from there instead of buffering the body a second time.
 
 The cap is `TOOLAGENT_MAX_BODY_BYTES` (default 1 MiB), or `create_app(max_body_bytes=...)`.
 """
@@ -22,6 +24,8 @@ from ..settings import Settings
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 #: The environment variable that sets the cap.
 MAX_BODY_ENV = "TOOLAGENT_MAX_BODY_BYTES"
+#: Scope key under which the buffered request body is handed to the middleware inside.
+BODY_SCOPE_KEY = "toolagent.body"
 
 
 def max_body_bytes_from_env() -> int:
@@ -60,24 +64,29 @@ class BodyLimit:
             return
         # Buffered here rather than wrapped: the app then never sees part of an oversized body, and
         # the refusal can always be sent (no response has started).
-        messages: list[Message] = []
+        chunks: list[bytes] = []
         size = 0
+        pending: list[Message] = []
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                messages.append(message)
+                pending.append(message)  # a disconnect: handed on after the body read so far
                 break
-            size += len(message.get("body", b""))
+            chunk = message.get("body", b"")
+            size += len(chunk)
             if size > self.max_bytes:
                 await self._refuse(send, f"passed {self.max_bytes} bytes")
                 return
-            messages.append(message)
+            chunks.append(chunk)
             if not message.get("more_body", False):
                 break
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        scope[BODY_SCOPE_KEY] = body
+        pending.insert(0, {"type": "http.request", "body": body, "more_body": False})
 
         async def replay() -> Message:
-            if messages:
-                return messages.pop(0)
+            if pending:
+                return pending.pop(0)
             return await receive()
 
         await self.app(scope, replay, send)
@@ -110,4 +119,4 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "MAX_BODY_ENV", "BodyLimit", "max_body_bytes_from_env"]
+__all__ = ["BODY_SCOPE_KEY", "DEFAULT_MAX_BODY_BYTES", "MAX_BODY_ENV", "BodyLimit", "max_body_bytes_from_env"]

@@ -13,6 +13,11 @@ from urllib.parse import parse_qsl
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..inputs import InputProblem, check_text, parse_json, text_problem
+from .body_limit import BODY_SCOPE_KEY
+
+#: Scope key under which a JSON body that passed the checks is handed on, parsed (read by the tRPC
+#: endpoint, which would otherwise parse and check the same text again).
+JSON_SCOPE_KEY = "toolagent.json"
 
 
 def _wants_json(scope: Scope) -> bool:
@@ -43,7 +48,8 @@ def check_request(scope: Scope) -> None:
 class EdgeCheck:
     """ASGI middleware answering 400 to requests `check_request` or `parse_json` refuses.
 
-    Install it inside `BodyLimit`: it reads the whole body, which only that bounds.
+    Install it inside `BodyLimit`: it checks the body that one buffered (and bounded); alone, it
+    reads the whole body itself.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -59,22 +65,28 @@ class EdgeCheck:
         except InputProblem as exc:
             await _refuse(scope, send, exc)
             return
+        buffered = scope.get(BODY_SCOPE_KEY)
         messages: list[Message] = []
-        body = bytearray()
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
-        if body.strip(b" \t\r\n") and _wants_json(scope):
+        if buffered is None:
+            chunks: list[bytes] = []
+            while True:
+                message = await receive()
+                messages.append(message)
+                if message["type"] != "http.request":
+                    break
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+            buffered = b"".join(chunks)
+        if buffered.strip(b" \t\r\n") and _wants_json(scope):
             try:
-                parse_json(bytes(body))
+                scope[JSON_SCOPE_KEY] = parse_json(buffered)
             except InputProblem as exc:
                 await _refuse(scope, send, exc)
                 return
+        if not messages:
+            await self.app(scope, receive, send)
+            return
 
         async def replay() -> Message:
             if messages:
@@ -101,4 +113,4 @@ async def _refuse(scope: Scope, send: Send, exc: InputProblem) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["EdgeCheck", "check_request"]
+__all__ = ["JSON_SCOPE_KEY", "EdgeCheck", "check_request"]

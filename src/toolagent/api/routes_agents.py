@@ -4,8 +4,8 @@
 | ---                                     | ---                                                      |
 | `GET    /api/agents`                    | any key                                                  |
 | `GET    /api/agents/{org}/{slug}`       | any key                                                  |
-| `PUT    /api/agents/{org}/{slug}`       | any level but `view_only`                                |
-| `DELETE /api/agents/{org}/{slug}`       | admins                                                   |
+| `PUT    /api/agents/{org}/{slug}`       | the organization's editors; its admins to change `security` (`engine.ownership`) |
+| `DELETE /api/agents/{org}/{slug}`       | the organization's editors; its admins for an agent with `security` |
 | `POST   /api/agents/{org}/{slug}/build` | any key that may run one of its tools; each step is gated by the engine as the caller |
 | `GET    /api/runs/{id}`                 | the run's user, admins                                   |
 | `POST   /api/runs/{id}/cancel`          | the run's user, admins                                   |
@@ -39,6 +39,7 @@ from . import schemas
 from .auth import Caller, CallerDep
 from .errors import error_body
 from .procedures import ErrorOutput
+from .routes_orgs import actor, organizations
 from .services import RUN_CANCEL_GRACE_S, RUN_CANCEL_WAIT_S, Services
 
 router = APIRouter(prefix="/api", tags=["agents"])
@@ -119,14 +120,21 @@ async def get_agent(request: Request, org: _Org, slug: _Slug, caller: CallerDep)
 
 
 @router.put("/agents/{org}/{slug}", summary="Create or update an agent", response_model=schemas.AgentUpsertOutput,
-            responses={**_INPUT, **_AUTH, 403: _error("`view_only` users may not change agents")})
+            responses={**_INPUT, **_AUTH, 403: _error(
+                "`view_only` users change no agents; others need the organization's editor role (its admin role "
+                "to change `security`)")})
 async def put_agent(request: Request, org: _Org, slug: _Slug, body: schemas.AgentUpsert, caller: CallerDep) -> Any:
     """Upsert the agent record by (organization, slug). The definition in `yaml` is validated
     first: a tool without namespace, a misspelled key or a bad template is a 400 naming each field
-    (`yaml.configuration.tools[0]`, ...). `outcome` is `inserted`, `updated` or `unchanged`."""
-    if not caller.may_edit_agents:
-        raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may not create or update agents: "
-                               "requires execute_basic or higher")
+    (`yaml.configuration.tools[0]`, ...). `outcome` is `inserted`, `updated` or `unchanged`.
+
+    The caller needs the editor role in the organization, and its admin role when the change
+    adds, removes or edits `configuration.security` (global admins act as admin everywhere). An
+    organization that does not exist yet is created with the caller as its admin. Every change
+    is an audit row with its diff (`agent.create`, `agent.update`)."""
+    who = actor(caller)
+    # Before the body is read further: a `view_only` key gets nothing parsed on its behalf.
+    await organizations(request).check_level(who, org, slug)
     keys = (("organization_slug", body.organization_slug, org), ("slug", body.slug, slug))
     mismatched = [{"field": name, "message": f"is '{value}' but the path says '{expected}'"}
                   for name, value, expected in keys if value is not None and value != expected]
@@ -138,17 +146,17 @@ async def put_agent(request: Request, org: _Org, slug: _Slug, body: schemas.Agen
         load_record(record)
     except DefinitionInvalid as exc:
         return _invalid(exc, "yaml")
-    outcome, stored = await services(request).store.agents.upsert_agent(record)
+    outcome, stored = await organizations(request).put_agent(who, record)
     return {"success": True, "outcome": outcome, "agent": _agent_json(stored)}
 
 
-@router.delete("/agents/{org}/{slug}", summary="Delete an agent (admin only)", response_model=schemas.AgentDeleteOutput,
-               responses={**_AUTH, **_AGENT, **_INPUT, 403: _error("Only admins delete agents")})
+@router.delete("/agents/{org}/{slug}", summary="Delete an agent", response_model=schemas.AgentDeleteOutput,
+               responses={**_AUTH, **_AGENT, **_INPUT, 403: _error(
+                   "The caller lacks the organization's editor role (admin, for an agent with a `security` block)")})
 async def delete_agent(request: Request, org: _Org, slug: _Slug, caller: CallerDep) -> Any:
-    """Remove an agent record (its past runs and deliverables stay)."""
-    if not caller.is_admin:
-        raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may not delete agents: requires admin")
-    await services(request).store.agents.delete_agent(org, slug)
+    """Remove an agent record (its past runs and deliverables stay). Needs the organization's editor
+    role, or its admin role when the agent has a `security` block; audited (`agent.delete`)."""
+    await organizations(request).delete_agent(actor(caller), org, slug)
     return {"success": True, "deleted": f"{org}/{slug}"}
 
 

@@ -26,6 +26,7 @@ from ..errors import ToolAgentError
 from . import procedures as p
 from .auth import Caller, current_caller
 from ..inputs import InputProblem, parse_json
+from .edge import JSON_SCOPE_KEY
 from .errors import error_code
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ HTTP_STATUS: dict[str, int] = {
     "INTERNAL_SERVER_ERROR": 500,
 }
 _METHOD = {"query": "GET", "mutation": "POST"}
+#: No body parsed by the edge checks (`None` is a parsed JSON `null`).
+_UNCHECKED: Any = object()
 
 
 class TrpcError(Exception):
@@ -80,14 +83,17 @@ def _failure(code: str, message: str, path: str | None, headers: dict[str, str] 
     return _Outcome(error_shape(code, message, path, **extra), HTTP_STATUS.get(code, 500), dict(headers or {}))
 
 
-def _inputs(raw: str | bytes | None, batch: bool, count: int) -> list[Any]:
-    """The input of each call (None where absent)."""
-    if raw is None or raw in ("", b""):
+def _inputs(raw: str | bytes | None, batch: bool, count: int, checked: Any = _UNCHECKED) -> list[Any]:
+    """The input of each call (None where absent); `checked` is the body the edge checks parsed already."""
+    if checked is not _UNCHECKED:
+        parsed = checked
+    elif raw is None or raw in ("", b""):
         return [None] * count
-    try:
-        parsed = parse_json(raw, "input")
-    except InputProblem as exc:
-        raise TrpcError("PARSE_ERROR" if exc.unparsable else "BAD_REQUEST", str(exc)) from exc
+    else:
+        try:
+            parsed = parse_json(raw, "input")
+        except InputProblem as exc:
+            raise TrpcError("PARSE_ERROR" if exc.unparsable else "BAD_REQUEST", str(exc)) from exc
     if not batch:
         return [parsed]
     if not isinstance(parsed, dict):
@@ -136,8 +142,10 @@ async def trpc(request: Request, path: str) -> Response:
     batch = request.query_params.get("batch") == "1"
     paths = path.split(",") if batch else [path]
     try:
-        raw = request.query_params.get("input") if request.method == "GET" else await request.body()
-        inputs = _inputs(raw, batch, len(paths))
+        if request.method == "GET":
+            inputs = _inputs(request.query_params.get("input"), batch, len(paths))
+        else:
+            inputs = _inputs(await request.body(), batch, len(paths), request.scope.get(JSON_SCOPE_KEY, _UNCHECKED))
     except TrpcError as exc:
         outcome = _failure(exc.code, exc.message, None if batch else path)
         return JSONResponse([outcome.body] * len(paths) if batch else outcome.body, status_code=outcome.status)

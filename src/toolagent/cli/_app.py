@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "deliverables": ("runs", "Inspect deliverables."),
     "users": ("engine", "Users: permission level and plan."),
     "keys": ("engine", "API keys: create (shown once), list, revoke."),
+    "orgs": ("orgs", "Organizations: list them and their members, grant and revoke roles."),
     "executions": ("engine", "Tool executions: running ones, one in full, cancel, prune."),
     "audit": ("audit", "Verify, export and list the audit log."),
     "sql": ("sql", "Check SQL with the guard the runner and the Supabase server use."),

@@ -11,12 +11,21 @@ import yaml
 from rich.markup import escape
 
 from ..agents import DEFAULT_ORG, LoadedAgent, definition_json_schema, load_path, load_record
+from ..engine.ownership import Actor
 from ..errors import DefinitionInvalid
 from ._tables import Column, fitted_table
 from ._app import EXIT_FAILED, EXIT_USAGE, app, emit_json, err, fail, out, run, state
 
 agents_app = typer.Typer(help="Validate, list, show, store and export agent definitions.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
+
+
+def operator() -> Actor:
+    """The CLI's actor for store changes: `--user` / `TOOLAGENT_USER`, else the OS account. The CLI
+    opens the store itself, so its changes are audited under that name but not gated by roles."""
+    from ..engine.principals import local_user_name
+
+    return Actor.local_operator(state.user or local_user_name())
 
 
 async def resolve_agent(ref: str) -> LoadedAgent:
@@ -131,13 +140,16 @@ def upsert(
     path: Path = typer.Argument(..., help="A YAML definition or seed JSON record(s)."),
     org: str = typer.Option(DEFAULT_ORG, "--org", help="Organization for a bare YAML definition."),
 ) -> None:
-    """Insert or update agents from a file, by (organization, slug)."""
+    """Insert or update agents from a file, by (organization, slug); each change is audited with its diff."""
     from ..store import open_store
 
     async def body() -> None:
+        from ..engine.orgs import Organizations
+
         loaded = load_path(path, org=org)
         async with open_store(state.db) as store:
-            report = [(await store.agents.upsert_agent(a.record))[0] for a in loaded]
+            orgs = Organizations(store.db)
+            report = [(await orgs.put_agent(operator(), a.record))[0] for a in loaded]
         _print_upserts([(a.ref, o) for a, o in zip(loaded, report, strict=True)])
 
     run(body)
@@ -184,11 +196,11 @@ def seed(
         if not paths:
             fail("no seed files given and none found in ./seeds", EXIT_USAGE)
         async with open_store(state.db) as store:
-            items = await seed_files(store, paths)
+            items = await seed_files(store, paths, operator())
         _print_upserts(items)
 
     run(body)
 
 
-__all__ = ["agents_app", "normalized", "resolve_agent"]
+__all__ = ["agents_app", "normalized", "operator", "resolve_agent"]
 

@@ -63,7 +63,9 @@ async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, 
     config = ServersConfig.load(state.servers)
     async with open_store(state.db) as store:
         if seed_first:
-            for ref, outcome in await seed_files(store, default_seed_files()):
+            from .agents import operator
+
+            for ref, outcome in await seed_files(store, default_seed_files(), operator()):
                 err.print(f"[dim]seed: {outcome} {ref}[/]", markup=True)
         agent = await load_agent(agent_ref, store)
         plan = plan_build(agent, overrides, deliverable_format=fmt)

@@ -1,6 +1,17 @@
-"""`toolagent serve`: the HTTP API."""
+"""`toolagent serve`: the HTTP API, in one process or in `--workers N` processes sharing the port.
+
+With several workers each process has its own store connections, its own MCP server sessions
+(stdio servers are started once per worker), its own cache of API keys and its own event bus.
+What they share goes through the store: rate limits and budgets stay exact, a revoked key is
+refused by every worker at once, a cancel reaches an execution running in another worker through
+the store (within the engine's `cancel_poll_ms`), and a run's event stream served by a worker
+other than the one running it follows the stored steps instead of the live bus. On SQLite the
+workers take turns at its single writer, so writes do not scale with them; on PostgreSQL they do.
+"""
 
 from __future__ import annotations
+
+import os
 
 import typer
 
@@ -36,6 +47,8 @@ def serve(
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
     submit: bool = typer.Option(False, "--submit", help="Queue BUILD runs for `toolagent worker` (PostgreSQL) "
                                 "instead of running them in this process (also: TOOLAGENT_EXECUTION=queue)."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64, help="Server processes sharing the port, each with "
+                                "its own MCP server sessions (see the README: what changes with several)."),
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers."""
     ensure_can_listen(host, port)
@@ -55,6 +68,10 @@ def serve(
             fail("--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL (or --db) "
                  "to postgresql://USER@HOST/DB; with SQLite, drop --submit to run builds here", EXIT_USAGE)
 
+    if workers > 1:
+        _serve_workers(host, port, log_level, workers, submit)
+        return
+
     async def body() -> None:
         config = ServersConfig.load(state.servers)
         err.print(f"toolagent API on http://{host}:{port} (servers: {', '.join(config.enabled) or 'none'})")
@@ -64,3 +81,35 @@ def serve(
         await server.serve()
 
     run(body)
+
+
+def _serve_workers(host: str, port: int, log_level: str, workers: int, submit: bool) -> None:
+    """uvicorn's process manager over `worker_app`: the options reach the workers (spawned, not
+    forked) through the environment they inherit."""
+    import uvicorn
+
+    from ..settings import ENV_PREFIX
+
+    config = ServersConfig.load(state.servers)  # fails here, once, on a bad config
+    if state.db:
+        os.environ[f"{ENV_PREFIX}DATABASE_URL"] = state.db
+    if state.servers:
+        os.environ[f"{ENV_PREFIX}MCP_CONFIG"] = str(state.servers)
+    if submit:
+        os.environ[f"{ENV_PREFIX}EXECUTION"] = "queue"
+    if state.debug:
+        os.environ[f"{ENV_PREFIX}LOG_LEVEL"] = "DEBUG"
+    err.print(f"toolagent API on http://{host}:{port}, {workers} workers (servers: {', '.join(config.enabled) or 'none'})")
+    uvicorn.run("toolagent.cli.serve:worker_app", factory=True, host=host, port=port, workers=workers,
+                log_level=log_level)
+
+
+def worker_app() -> object:
+    """The app of one `--workers` process, configured from the environment `serve` set."""
+    from ..api.app import create_app
+    from ..workers.app import submitting
+
+    configure_logging(lifecycle=True)
+    api = create_app(servers=ServersConfig.load())
+    api.state.submit_runs = submitting(False)
+    return api

@@ -4,6 +4,12 @@ API keys are `ta_` + 43 URL-safe characters (256 random bits). Only their SHA-25
 for keys this random a fast hash is enough (no dictionary to guess from), and it lets a key be
 looked up by its hash directly. The key is shown once, by `create_key`.
 
+An API server authenticates every request; `authenticate_key` keeps the keys it has resolved in
+memory, and drops them all whenever another change to users or keys may narrow what one may do (a
+revocation, a user's level or plan): `store.principals.PrincipalChanges` tells, at no database
+round trip per request, and at once across processes. A key's scopes never change after it is
+made. Tool calls also re-read their key in the admission transaction (see `tools.gate`).
+
 The CLI acts as the user named by `--user` / `TOOLAGENT_USER`, else as a local user named after
 the OS account, created on first use at the configured level and plan.
 """
@@ -21,7 +27,7 @@ from typing import Any
 
 from ..errors import NotFound, StoreError, Unauthenticated, UsageError
 from ..store.db import Connection, Database, as_utc, utcnow
-from ..store.principals import PrincipalRows
+from ..store.principals import PrincipalChanges, PrincipalRows
 from .config import EngineConfig
 from .permissions import SCOPE_ALL, parse_level, parse_plan, parse_scope, scope_categories
 
@@ -29,6 +35,8 @@ from .permissions import SCOPE_ALL, parse_level, parse_plan, parse_scope, scope_
 KEY_PREFIX = "ta_"
 #: Characters of the key kept for display (`ta_AbCdEfG…`), never enough to use it.
 SHOWN_PREFIX_CHARS = 10
+#: Resolved keys an API process keeps; past it the oldest goes (unknown and revoked keys are never kept).
+KEY_CACHE_SIZE = 10_000
 #: The local user's name when the OS user cannot be determined.
 FALLBACK_LOCAL_USER = "local"
 
@@ -142,6 +150,9 @@ class Principals:
         self.db = db
         self.config = config or EngineConfig()
         self.rows = PrincipalRows(db)
+        self._changes = PrincipalChanges(db)
+        self._keys: dict[str, tuple[Principal, ApiKey]] = {}
+        self._keys_token: int | None = None
 
     # -- users ---------------------------------------------------------------------------------
 
@@ -270,17 +281,38 @@ class Principals:
         """
         if not raw_key.startswith(KEY_PREFIX):
             raise Unauthenticated(f"not an API key: keys start with '{KEY_PREFIX}'")
-        row = await self.rows.key_by_hash(hash_key(raw_key))
+        digest = hash_key(raw_key)
+        # The token is read before the row: a change committed after the row was read moves the
+        # token, so the next request drops what this one caches.
+        token = self._changes.token()
+        if token is None or token != self._keys_token:
+            self._keys.clear()
+            self._keys_token = token
+        if token is not None and (hit := self._keys.get(digest)) is not None:
+            return hit
+        row = await self.rows.key_by_hash(digest)
         if row is None:
             raise Unauthenticated("unknown API key")
         key = _key(row)
         if key.revoked_at is not None:
             raise Unauthenticated(f"API key {key.id} was revoked at {key.revoked_at.isoformat(timespec='seconds')}")
-        return Principal(key.user, row.level, row.plan, as_utc(row.user_created_at),
-                         categories=scope_categories(key.scopes)), key
+        found = Principal(key.user, row.level, row.plan, as_utc(row.user_created_at),
+                          categories=scope_categories(key.scopes)), key
+        # Another request may have seen the token move while this one read: then keep nothing.
+        if token is not None and self._keys_token == token:
+            if len(self._keys) >= KEY_CACHE_SIZE:
+                del self._keys[next(iter(self._keys))]
+            self._keys[digest] = found
+        return found
+
+    def close(self) -> None:
+        """Forget the cached keys and close the connection watching for changes."""
+        self._keys.clear()
+        self._keys_token = None
+        self._changes.close()
 
 
 __all__ = [
-    "FALLBACK_LOCAL_USER", "KEY_PREFIX", "ApiKey", "Principal", "Principals", "Unauthenticated", "check_name", "hash_key",
+    "FALLBACK_LOCAL_USER", "KEY_CACHE_SIZE", "KEY_PREFIX", "ApiKey", "Principal", "Principals", "Unauthenticated", "check_name", "hash_key",
     "local_user_name",
 ]

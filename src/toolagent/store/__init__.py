@@ -1,4 +1,4 @@
-"""The store: agents, runs, steps and deliverables on SQLite or PostgreSQL."""
+"""The store: agents, organizations, runs, steps and deliverables on SQLite or PostgreSQL."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from .agents import AgentStore, UpsertOutcome
+from .orgs import OrgRows
 from .queue import QueueStore
 from .runs import DeliverableRow, RunRow, RunStore, StepRow
 from .db import DATABASE_URL_ENV, Database, default_url, normalize_url
@@ -20,6 +21,7 @@ class Store:
     def __init__(self, url: str | None = None) -> None:
         self.db = Database(url)
         self.agents = AgentStore(self.db)
+        self.orgs = OrgRows(self.db)
         self.runs = RunStore(self.db)
         self.queue = QueueStore(self.db)
 

@@ -119,6 +119,14 @@ limit_counters = sa.Table(
     sa.Column("calls", BIGINT, nullable=False),
 )
 
+#: One row (id 1) whose `epoch` rises with every key revocation and every change of a user's level
+#: or plan: processes that cache API keys drop their cache when it moves (`store.principals`).
+principal_epoch = sa.Table(
+    "principal_epoch", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("epoch", BIGINT, nullable=False),
+)
+
 run_cancellations = sa.Table(
     "run_cancellations", metadata,
     sa.Column("run_id", sa.String(64), primary_key=True),
@@ -126,5 +134,24 @@ run_cancellations = sa.Table(
     sa.Column("requested_at", TS, nullable=False),
 )
 
+organizations = sa.Table(
+    "organizations", metadata,
+    sa.Column("slug", sa.String(200), primary_key=True),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("created_by", sa.String(200)),
+)
+
+# A user's role in an organization (migration 8): `viewer`, `editor` or `admin` (`engine.ownership`).
+org_members = sa.Table(
+    "org_members", metadata,
+    sa.Column("org_slug", sa.String(200), sa.ForeignKey("organizations.slug", ondelete="CASCADE"), primary_key=True),
+    sa.Column("user_name", sa.String(200), sa.ForeignKey("users.name", ondelete="CASCADE"), primary_key=True),
+    sa.Column("role", sa.String(20), nullable=False),
+    sa.Column("granted_at", TS, nullable=False),
+    sa.Column("granted_by", sa.String(200)),
+    sa.Index("ix_org_members_user", "user_name"),
+)
+
 #: Every table of the engine, in creation order (the migration creates them in this order).
-ENGINE_TABLES = (users, api_keys, executions, execution_totals, execution_buckets, limit_counters, run_cancellations)
+ENGINE_TABLES = (users, api_keys, executions, execution_totals, execution_buckets, limit_counters, run_cancellations,
+                 principal_epoch)

@@ -93,3 +93,75 @@ async def test_api_keys(principals: Principals) -> None:
         await principals.create_key("nobody")
     with pytest.raises(NotFound, match="API key 'key_nope' not found"):
         await principals.revoke_key("key_nope")
+
+
+# -- the key cache --------------------------------------------------------------------------------
+
+
+async def test_keys_are_cached_until_another_handle_narrows_them(principals: Principals,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resolved key is served from memory; a revocation, level or plan change made through another
+    store handle (as by another process) is seen on the very next lookup."""
+    await principals.add_user("bob", level="admin", plan="team")
+    key, raw = await principals.create_key("bob")
+    other_key, other_raw = await principals.create_key("bob")
+    reads: list[str] = []
+    lookup = principals.rows.key_by_hash
+
+    async def counted(key_hash: str) -> object:
+        reads.append(key_hash)
+        return await lookup(key_hash)
+
+    monkeypatch.setattr(principals.rows, "key_by_hash", counted)
+    try:
+        assert (await principals.authenticate_key(raw))[0].level == "admin"
+        assert (await principals.authenticate_key(raw))[1].id == key.id
+        assert reads == [hash_key(raw)]  # the second lookup read nothing
+
+        async with open_store(principals.db.url) as other_store:
+            other = Principals(other_store.db, EngineConfig())
+            await other.set_level("bob", "execute_basic")
+            principal, _ = await principals.authenticate_key(raw)
+            assert principal.level == "execute_basic" and len(reads) == 2
+            await other.set_plan("bob", "starter")
+            assert (await principals.authenticate_key(raw))[0].plan == "starter"
+            await principals.authenticate_key(other_raw)
+            await other.revoke_key(key.id)
+            with pytest.raises(Unauthenticated, match=f"API key {key.id} was revoked"):
+                await principals.authenticate_key(raw)
+            # Revoking one key drops every cached key: the other is read again, still valid.
+            before = len(reads)
+            assert (await principals.authenticate_key(other_raw))[1].id == other_key.id
+            assert len(reads) == before + 1
+            # Changes that narrow nothing (a new key, revoking a revoked key) keep the cache.
+            await other.create_key("bob")
+            await other.revoke_key(key.id)
+            await principals.authenticate_key(other_raw)
+            assert len(reads) == before + 1
+    finally:
+        principals.close()
+
+
+async def test_a_change_during_a_lookup_keeps_its_result_out_of_the_cache(principals: Principals,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lookup racing a revocation may answer with what it read, but must not cache it: the next
+    request reads the key again and finds it revoked."""
+    await principals.add_user("bob", level="execute_basic")
+    key, raw = await principals.create_key("bob")
+    lookup = principals.rows.key_by_hash
+    async with open_store(principals.db.url) as other_store:
+        other = Principals(other_store.db, EngineConfig())
+
+        async def racing(key_hash: str) -> object:
+            row = await lookup(key_hash)
+            await other.revoke_key(key.id)  # committed after the row was read
+            return row
+
+        monkeypatch.setattr(principals.rows, "key_by_hash", racing)
+        try:
+            assert (await principals.authenticate_key(raw))[1].id == key.id
+            monkeypatch.setattr(principals.rows, "key_by_hash", lookup)
+            with pytest.raises(Unauthenticated, match="was revoked"):
+                await principals.authenticate_key(raw)
+        finally:
+            principals.close()
