@@ -380,7 +380,7 @@ async def api_phase(api: Api, key: str, clients: int, seconds: float, warmup_s: 
             stop.set()
     phase.notes.append(f"running executions seen by the server (getActiveExecutions, ~1/s): max {max(seen, default=0)}")
     timings = await api.read_timings()
-    executes = timings.get("3 engine.execute (total)", (0, 0.0))[0]
+    executes = timings.get("3 tool stack call (total)", (0, 0.0))[0]
     if executes:
         phase.notes.append(f"server wall time per stage (mean per occurrence; occurrences per execute), {executes} executes:")
         for stage, (count, total_s) in sorted(timings.items()):

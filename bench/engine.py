@@ -4,7 +4,9 @@ Prints:
   1. the pure permission gate (`permissions.decide`): cost per check, p50 and p99 in
      microseconds, for an allowed and a denied call, and the registry lookup of a tool's risk
      (target: p50 under 50 us); and, per database, a whole `execute` of a tool that answers at
-     once (the engine's own cost: gate, limits, records, audit, totals);
+     once (the engine's own cost: gate, limits, records, audit, totals), one at a time and from
+     `--clients` concurrent tasks (calls/s, latency, CPU per call: what group commit batches),
+     the audit chain verified after the load;
   2. history over generated executions (default 1,000,000) on SQLite and on PostgreSQL: p50 and
      p95 in milliseconds of pages with each filter, deep offsets, an admin's view of everyone,
      the statistics the API returns with a page, and one metrics snapshot (target: pages under
@@ -14,6 +16,8 @@ Rows are loaded with executemany (SQLite) and COPY (PostgreSQL) into the migrate
 the `executions` indexes dropped, which are then rebuilt and the tables analyzed.
 
 Run: .venv/bin/python bench/engine.py [--rows N] [--samples N] [--only sqlite|postgres]
+     [--clients N] [--seconds S]   (the concurrent execute() phase)
+     [--execute-only]               (execute() only: no gate or history part)
 PostgreSQL: TOOLAGENT_TEST_PG_URL, else a throwaway cluster started with scripts/pg-cluster.sh.
 """
 
@@ -110,6 +114,43 @@ async def bench_execute(url: str, calls: int) -> None:
             await engine.execute(spec, {"path": f"/tmp/{i}"}, me, instant)
             times.append((time.perf_counter() - t0) * 1000)
     print(f"  execute() of an instant tool, {calls} calls: p50 {pct(times, 0.5):.2f} ms  p95 {pct(times, 0.95):.2f} ms")
+
+
+async def bench_concurrent(url: str, clients: int, seconds: float) -> None:
+    """`clients` tasks looping `execute` of an instant tool for `seconds`: calls/s and latency
+    under concurrency (what group commit batches), then the audit chain's verification."""
+    spec = ToolSpec(name="file/read", server="file", tool="read")
+
+    async def instant(arguments: dict[str, Any]) -> ToolResult:
+        return ToolResult(False, None, [], "ok")
+
+    unlimited = EngineConfig.from_data({"plans": {"enterprise": {"rate_per_minute": 100_000_000}}})
+    async with open_store(url) as store, Engine(store, config=unlimited) as engine:
+        me = await engine.principals.add_user(f"bench-{secrets.token_hex(3)}", level="admin", plan="enterprise")
+        times: list[float] = []
+        errors = 0
+        deadline = time.perf_counter() + seconds
+
+        async def client(n: int) -> None:
+            nonlocal errors
+            i = 0
+            while time.perf_counter() < deadline:
+                t0 = time.perf_counter()
+                out = await engine.execute(spec, {"path": f"/tmp/{n}/{i}"}, me, instant)
+                times.append((time.perf_counter() - t0) * 1000)
+                errors += out.status != "success"
+                i += 1
+
+        t0 = time.perf_counter()
+        cpu0 = time.process_time()
+        async with anyio.create_task_group() as tg:
+            for n in range(clients):
+                tg.start_soon(client, n)
+        took, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        verified = await engine.audit.verify() if engine.audit is not None else None
+    print(f"  execute() x {clients} concurrent, {seconds:g} s: {len(times) / took:,.0f} calls/s  "
+          f"p50 {pct(times, 0.5):.2f} ms  p95 {pct(times, 0.95):.2f} ms  cpu {cpu / max(1, len(times)) * 1000:.2f} ms/call  "
+          f"errors {errors}  audit chain {'verifies' if verified is None or verified.ok else 'BROKEN'}")
 
 
 # -- 2. history ----------------------------------------------------------------------------------
@@ -241,12 +282,17 @@ async def prepare(url: str) -> None:
         pass
 
 
-def sqlite_part(rows: int, samples: int) -> None:
+def sqlite_part(args: argparse.Namespace) -> None:
+    rows, samples = args.rows, args.samples
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.db"
         url = f"sqlite+aiosqlite:///{path}"
         anyio.run(prepare, url)
+        print("SQLite: execute()")
         anyio.run(bench_execute, url, 500)
+        anyio.run(bench_concurrent, url, args.clients, args.seconds)
+        if args.execute_only:
+            return
         took = load_sqlite(path, rows)
         recount = anyio.run(rebuild_totals, url)
         print(f"SQLite {sqlite3.sqlite_version}: {rows:,} executions loaded and indexed in {took:.1f} s, "
@@ -270,9 +316,10 @@ def postgres_url() -> tuple[str, Callable[[], None]]:
     return url, stop
 
 
-def postgres_part(rows: int, samples: int) -> None:
+def postgres_part(args: argparse.Namespace) -> None:
     import psycopg
 
+    rows, samples = args.rows, args.samples
     base, stop = postgres_url()
     name = f"bench_engine_{secrets.token_hex(4)}"
     admin = base.replace("postgresql+psycopg://", "postgresql://")
@@ -282,7 +329,11 @@ def postgres_part(rows: int, samples: int) -> None:
         url = base.rsplit("/", 1)[0] + "/" + name
         try:
             anyio.run(prepare, url)
+            print("PostgreSQL: execute()")
             anyio.run(bench_execute, url, 500)
+            anyio.run(bench_concurrent, url, args.clients, args.seconds)
+            if args.execute_only:
+                return
             took = load_postgres(url, rows)
             recount = anyio.run(rebuild_totals, url)
             with psycopg.connect(admin) as conn:
@@ -303,12 +354,16 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=50, help="Timed runs per history query (default 50).")
     parser.add_argument("--gate-samples", type=int, default=100_000, help="Timed gate checks per case.")
     parser.add_argument("--only", choices=("sqlite", "postgres"), help="Run one database only.")
+    parser.add_argument("--clients", type=int, default=100, help="Concurrent execute() tasks (default 100).")
+    parser.add_argument("--seconds", type=float, default=5.0, help="Length of the concurrent phase (default 5).")
+    parser.add_argument("--execute-only", action="store_true", help="Time execute() only: no gate or history part.")
     args = parser.parse_args()
-    bench_gate(args.gate_samples)
+    if not args.execute_only:
+        bench_gate(args.gate_samples)
     if args.only in (None, "sqlite"):
-        sqlite_part(args.rows, args.samples)
+        sqlite_part(args)
     if args.only in (None, "postgres"):
-        postgres_part(args.rows, args.samples)
+        postgres_part(args)
 
 
 if __name__ == "__main__":

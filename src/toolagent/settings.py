@@ -20,6 +20,8 @@
 | `TOOLAGENT_MAX_RESULT_BYTES` | `max_result_bytes` | 1048576 (1 MiB) |
 | `TOOLAGENT_MAX_DELIVERABLE_BYTES` | `max_deliverable_bytes` | 4194304 (4 MiB) |
 | `TOOLAGENT_SQL_TOOLS_REQUIRE_AGENT` | `sql_tools_require_agent` | false |
+| `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 1 |
+| `TOOLAGENT_COMMIT_BATCH_MAX` | `commit_batch_max` | 64 |
 
 Empty values count as unset. The environment is read when `Settings.from_env()` is called, not
 at import, so a variable set later (a test, a parent process) is seen by the next reader. The MCP
@@ -137,6 +139,11 @@ class Settings(EnvSettings):
     """Largest deliverable stored or answered (its content plus its data), in bytes."""
     sql_tools_require_agent: bool | None = None
     """Direct calls of SQL-taking tools must name an agent whose `security` block then applies."""
+    commit_window_ms: float | None = Field(None, ge=0)
+    """Longest wait, in milliseconds, of a batch of concurrent calls' writes for more writes
+    before it commits (a lone write never waits); 0: commit whatever is queued at once."""
+    commit_batch_max: int | None = Field(None, ge=1)
+    """Most calls' writes committed in one transaction."""
 
     @classmethod
     def env_names(cls) -> dict[str, str]:
@@ -157,8 +164,9 @@ class Settings(EnvSettings):
             field = str(first["loc"][0]) if first["loc"] else ""
             var = ENV_PREFIX + field.upper()
             raw: Any = first.get("input")
-            kind = ("a positive integer" if field.startswith("flow_max_") else "inprocess or queue"
-                    if field == "execution" else "a positive number" if field == "worker_stalled_s"
+            kind = ("a positive integer" if field.startswith("flow_max_") or field == "commit_batch_max"
+                    else "inprocess or queue" if field == "execution" else "a positive number"
+                    if field == "worker_stalled_s" else "a number >= 0" if field == "commit_window_ms"
                     else "a number of seconds, 0 or more" if field == "job_retention_s"
                     else f"an integer of at least {_minimum(field)}" if field.startswith("max_") and _minimum(field)
                     else "true or false" if field == "sql_tools_require_agent" else "valid")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -371,6 +371,12 @@ class AuditLog:
         key = self.key
         return self.rows.append_in(conn, _stored_fields(entry), utcnow(),
                                    lambda f, prev: row_hash(f, prev, key), genesis=self._genesis)
+
+    def append_many_in(self, conn: Connection, entries: Sequence[AuditEntry]) -> list[int]:
+        """Append `entries` in order inside the caller's transaction, moving the chain head once."""
+        key = self.key
+        return self.rows.append_many_in(conn, [_stored_fields(e) for e in entries], utcnow(),
+                                        lambda f, prev: row_hash(f, prev, key), genesis=self._genesis)
 
     async def head(self) -> tuple[int, str] | None:
         """The newest `(seq, hash)`, or None for an empty log."""

@@ -1,6 +1,6 @@
 """The audit log's rows (`audit_log`, `audit_head`): appending to the hash chain, and reading it.
 
-Appends never fork the chain: PostgreSQL takes a transaction-scoped advisory lock before it
+Appends never fork the chain (a batch of rows takes the lock and moves the head once): PostgreSQL takes a transaction-scoped advisory lock before it
 reads the head; SQLite writes the head row first, which takes the database's write lock before
 anything is read (the busy timeout makes other writers, in this process or another, wait).
 How a row is hashed is `engine.audit`'s business: `append_in` takes the hash function.
@@ -8,7 +8,7 @@ How a row is hashed is `engine.audit`'s business: `append_in` takes the hash fun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -39,7 +39,9 @@ class AuditRows:
         # Built once, with bound parameters: these run twice per tool execution, and building a
         # statement with inline values costs more than executing it.
         head = audit_head.c
-        self._touch_head = audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
+        # SQLite: one statement both takes the write lock and reads the head.
+        self._claim_head = (audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
+                            .returning(head.seq, head.hash))
         self._read_head = sa.select(head.seq, head.hash).where(head.id == 1)
         self._insert_row = audit_log.insert()
         self._insert_head = audit_head.insert()
@@ -57,28 +59,49 @@ class AuditRows:
         Raises:
             AuditChainBroken: Rows exist but the chain head is gone (the log was tampered with).
         """
+        return self.append_many_in(conn, [values], now, row_hash, genesis)[0]
+
+    def append_many_in(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]], now: datetime,
+                       row_hash: RowHash, genesis: str = GENESIS_HASH) -> list[int]:
+        """Add rows at the end of the chain, in order, inside the caller's transaction: one lock,
+        one read of the head, one insert of every row, one update of the head.
+
+        Returns:
+            The rows' sequence numbers.
+
+        Raises:
+            AuditChainBroken: Rows exist but the chain head is gone (the log was tampered with).
+        """
+        if not rows:
+            return []
         if self.db.is_sqlite:
-            # A write as the first statement takes SQLite's write lock before the head is read
-            # (the same as BEGIN IMMEDIATE); a read first would let two writers chain on the same row.
-            conn.execute(self._touch_head, {"b_now": now})
+            # The head is read by a write (UPDATE ... RETURNING), which takes SQLite's write lock
+            # first (the same as BEGIN IMMEDIATE); a plain read first would let two writers chain
+            # on the same row.
+            head = conn.execute(self._claim_head, {"b_now": now}).first()
         else:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY})
-        head = conn.execute(self._read_head).first()
+            head = conn.execute(self._read_head).first()
         if head is None:
             if conn.scalar(sa.select(sa.func.count()).select_from(audit_log)):
                 raise AuditChainBroken("the audit chain head is missing but audit rows exist: "
                                        "the audit log was tampered with; run `toolagent audit verify`")
-            seq, prev_hash = 1, genesis
+            seq, prev_hash = 0, genesis
         else:
-            seq, prev_hash = int(head.seq) + 1, str(head.hash)
-        row = {"seq": seq, "recorded_at": now, **values}
-        digest = row_hash(row, prev_hash)
-        conn.execute(self._insert_row, {**row, "prev_hash": prev_hash, "hash": digest})
+            seq, prev_hash = int(head.seq), str(head.hash)
+        chained: list[dict[str, Any]] = []
+        for values in rows:
+            seq += 1
+            row = {"seq": seq, "recorded_at": now, **values}
+            digest = row_hash(row, prev_hash)
+            chained.append({**row, "prev_hash": prev_hash, "hash": digest})
+            prev_hash = digest
+        conn.execute(self._insert_row, chained[0] if len(chained) == 1 else chained)
         if head is None:
-            conn.execute(self._insert_head, {"id": 1, "seq": seq, "hash": digest, "updated_at": now})
+            conn.execute(self._insert_head, {"id": 1, "seq": seq, "hash": prev_hash, "updated_at": now})
         else:
-            conn.execute(self._move_head, {"b_seq": seq, "b_hash": digest, "b_now": now})
-        return seq
+            conn.execute(self._move_head, {"b_seq": seq, "b_hash": prev_hash, "b_now": now})
+        return [c["seq"] for c in chained]
 
     async def head(self) -> tuple[int, str] | None:
         """The newest `(seq, hash)`, or None for an empty log."""

@@ -175,11 +175,9 @@ class Database:
         except sa.exc.OperationalError as exc:
             if _is_busy(exc) and engine in (self._inline_engine, self._reader):
                 raise _Busy from exc
-            raise StoreError(f"store error ({self.dialect}): {_short(exc)}") from exc
-        except sa.exc.SQLAlchemyError as exc:
-            raise StoreError(f"store error ({self.dialect}): {_short(exc)}") from exc
-        except OSError as exc:
-            raise StoreError(f"store unreachable ({self.dialect}): {exc}") from exc
+            raise translate(exc, self.dialect) from exc
+        except (sa.exc.SQLAlchemyError, OSError) as exc:
+            raise translate(exc, self.dialect) from exc
 
     def _sync(self, kind: Literal["thread", "inline", "reader"]) -> sa.Engine:
         """A synchronous engine, made on first use: the writer threads' (`thread`), and on SQLite
@@ -263,6 +261,30 @@ def _sqlite_sync_engine(async_url: str, *, busy_timeout_ms: int, immediate: bool
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def translate(exc: BaseException, dialect: str) -> BaseException:
+    """A driver error as `StoreError` (the original as its cause); anything else as it is."""
+    if isinstance(exc, sa.exc.SQLAlchemyError):
+        error = StoreError(f"store error ({dialect}): {_short(exc)}")
+    elif isinstance(exc, OSError):
+        error = StoreError(f"store unreachable ({dialect}): {exc}")
+    else:
+        return exc
+    error.__cause__ = exc
+    return error
+
+
+#: SQLSTATEs of a transaction PostgreSQL rolled back to break a deadlock or a serialization conflict.
+_RETRYABLE_STATES = frozenset({"40P01", "40001"})
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """The store rolled the whole transaction back for a conflict with another one: trying it
+    again may succeed (a deadlock, a serialization failure)."""
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    orig = getattr(cause, "orig", None)
+    return getattr(orig, "sqlstate", None) in _RETRYABLE_STATES
 
 
 class _Busy(Exception):

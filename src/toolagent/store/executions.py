@@ -252,20 +252,34 @@ class ExecutionStore:
         if execution.status in FINAL_STATUSES:
             self._add_totals(conn, [_Ended.of(execution)])
 
+    def insert_many_in(self, conn: sa.Connection, executions: Sequence[Execution]) -> None:
+        """Insert records in one statement inside the caller's transaction; the totals are the
+        caller's (`add_totals_in`), so a batch counts all of its ended calls at once."""
+        if executions:
+            rows = [row_values(e) for e in executions]
+            conn.execute(self._insert_row, rows[0] if len(rows) == 1 else rows)
+
+    def add_totals_in(self, conn: sa.Connection, executions: Sequence[Execution]) -> None:
+        """Count ended executions into the totals inside the caller's transaction (their rows
+        locked in one sorted order, so concurrent batches never deadlock on them)."""
+        if executions:
+            self._add_totals(conn, [_Ended.of(e) for e in executions])
+
     async def record(self, execution: Execution) -> None:
         """Insert a record in a transaction of its own."""
         await self.db.write(self.insert, execution)
 
-    def finish_in(self, conn: sa.Connection, execution: Execution) -> bool:
-        """`finish` inside the caller's transaction."""
+    def finish_in(self, conn: sa.Connection, execution: Execution, *, totals: bool = True) -> bool:
+        """`finish` inside the caller's transaction (without counting the totals when not `totals`:
+        the caller counts them, `add_totals_in`)."""
         values = {k: v for k, v in row_values(execution).items() if k in (
             "status", "ended_at", "duration_ms", "result", "error", "reason")}
-        return self._end_in(conn, execution.id, values, _Ended.of(execution))
+        return self._end_in(conn, execution.id, values, _Ended.of(execution) if totals else None)
 
-    def _end_in(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended) -> bool:
+    def _end_in(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended | None) -> bool:
         """Set a final state if the row is still running, and count it in the totals; False otherwise."""
         result = conn.execute(self._finish_row, {"k_id": execution_id, **values})
-        if result.rowcount:
+        if result.rowcount and ended is not None:
             self._add_totals(conn, [ended])
         return bool(result.rowcount)
 

@@ -21,7 +21,7 @@ from ..status import ExecutionStatus
 from . import engine_tables as et
 from . import tables as t
 from .db import Database, as_utc, utcnow
-from .executions import Execution, ExecutionStore, _Ended, row_values
+from .executions import Execution, ExecutionStore, row_values
 
 #: The queue of single asynchronous tool calls and the task that runs one (argument: the execution id).
 TOOLS_QUEUE, CALL_TASK = "tools", "toolagent.call"
@@ -113,7 +113,7 @@ class QueuedCallStore:
             if row is None:
                 return None
             cancelled = Execution.from_row(row)
-            await conn.run_sync(lambda sync: self._totals._add_totals(sync, [_Ended.of(cancelled)]))
+            await conn.run_sync(lambda sync: self._totals.add_totals_in(sync, [cancelled]))
             job_id = await conn.scalar(_JOB_OF, {"task": CALL_TASK, "id": execution_id})
             if job_id is not None:
                 await conn.execute(_CANCEL, {"job_id": job_id, "abort": False})
@@ -130,7 +130,7 @@ class QueuedCallStore:
                 .values(status=ExecutionStatus.FAILED, ended_at=now, error=error).returning(*_T.c))).first()
             failed = Execution.from_row(row) if row is not None else None
             if failed is not None:
-                await conn.run_sync(lambda sync: self._totals._add_totals(sync, [_Ended.of(failed)]))
+                await conn.run_sync(lambda sync: self._totals.add_totals_in(sync, [failed]))
             await conn.execute(_Q.delete().where(_Q.c.id == execution_id))
         return failed
 
@@ -186,7 +186,7 @@ class QueuedCallStore:
                 await conn.execute(_T.update().where(_T.c.id == execution_id).values(
                     status=closed.status, ended_at=now, reason=closed.reason, error=error, duration_ms=closed.duration_ms))
                 ended = closed
-                await conn.run_sync(lambda sync: self._totals._add_totals(sync, [_Ended.of(ended)]))
+                await conn.run_sync(lambda sync: self._totals.add_totals_in(sync, [ended]))
             await conn.execute(_Q.delete().where(_Q.c.id == execution_id))
             await fail_job_in(conn, job_id)
         return closed

@@ -1,9 +1,12 @@
 """Limits and budgets: count the call against the caller's rate limits and monthly budget.
 
-The counters advance inside the admission transaction (the record layer runs this layer's
-hook there), so a call is counted exactly when its `running` row commits, and a refusal
-(`RateLimited`, `BudgetExceeded`) rolls the whole admission back; the record layer then records
-the refusal. Exactness across processes comes from the store's counters, not from this process.
+The counters advance inside the admission write (the record layer runs this layer's hook
+there), so a call is counted exactly when its `running` row commits, and a refusal
+(`RateLimited`, `BudgetExceeded`) rolls that call's admission back — its savepoint when the
+admission shares a group-committed transaction with other calls', whose counts stand; the record
+layer then records the refusal. The counters are taken one call after another inside the
+transaction, so a batch admits exactly what the same calls one by one would. Exactness across
+processes comes from the store's counters, not from this process.
 """
 
 from __future__ import annotations

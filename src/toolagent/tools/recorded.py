@@ -1,8 +1,9 @@
 """The execution record and audit trail: every admitted call is stored `running`, then final.
 
-Admission is one transaction (`Recorder.admit`: the outer layers' hooks, the `running` row, the
-`allow` audit row); the outcome is another (`Recorder.finish`, shielded, so a cancelled caller
-never loses its history entry). Between them the inner layers run the call; whatever they answer
+Admission is one write (`Recorder.admit`: the outer layers' hooks, the `running` row, the
+`allow` audit row), committed before the call runs; the outcome is another (`Recorder.finish`,
+shielded, so a cancelled caller never loses its history entry). Concurrent calls' writes share
+transactions (group commit, `tools/records.py`). Between them the inner layers run the call; whatever they answer
 or raise becomes the stored outcome:
 
 | inner answer                    | stored status | outcome status |

@@ -1,21 +1,25 @@
-"""The execution record's writes: one transaction to admit a call, one to end it.
+"""The execution record's writes: one write to admit a call, one to end it, group-committed.
 
-Every governed call costs exactly two synchronous transactions through `Database.write`:
+Every governed call makes two synchronous writes, each committed before the call goes on:
 
 - admission: the outer layers' hooks (the gate's API-key re-check, the limit counters), the
   `running` row and the `allow` audit row — or, when the call's run was cancelled meanwhile,
   a `cancelled` row and its outcome audit row, counting nothing;
 - outcome: the final row (with the per-tool totals) and the outcome audit row.
 
-A refusal is one transaction of its own (the denied row and the `deny` audit row). Each write
-emits its lifecycle event on the bus once committed. The functions passed to `Database.write`
-are the only place these statements are composed.
+A refusal is one write of its own (the denied row and the `deny` audit row). The writes of
+concurrent calls share transactions (`store.batch.GroupCommit`): each call's checks, counters
+and row update run in the batch's transaction (in a savepoint of their own, so one call's
+refusal or error is its own), then the batch's new rows, totals and audit rows are written at
+once, with one move of the audit chain's head, and the transaction commits; only then does each
+call get its answer. Each write emits its lifecycle event on the bus once committed. The
+functions passed to the batcher are the only place these statements are composed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +31,9 @@ from ..engine.executions import Execution, ExecutionStore, Owner
 from ..engine.limits import LimitStatus
 from ..engine.permissions import Decision
 from ..engine.redaction import redact, remember_secrets
+from ..settings import Settings
 from ..status import ExecutionStatus
+from ..store.batch import DEFAULT_MAX_SIZE, DEFAULT_WINDOW_S, GroupCommit
 from ..store.db import Connection
 from .base import CallContext, ToolCall
 
@@ -74,6 +80,20 @@ def _metadata(ctx: CallContext) -> dict[str, Any] | None:
     return redact(dict(ctx.metadata)) if ctx.metadata is not None else None
 
 
+@dataclass(frozen=True)
+class _Written:
+    """What one call's write did, for the batch's shared part to finish."""
+
+    value: Any = None
+    """What the caller gets back."""
+    rows: tuple[Execution, ...] = ()
+    """New execution rows."""
+    ended: tuple[Execution, ...] = ()
+    """Executions that reached a final state (counted into the totals)."""
+    entries: tuple[AuditEntry, ...] = ()
+    """Audit rows, in order."""
+
+
 @dataclass
 class Recorder:
     """Writes executions and their audit rows, and tells the event bus."""
@@ -83,6 +103,29 @@ class Recorder:
     audit: AuditLog | None
     events: EventBus
     owner: Owner
+    window_s: float | None = None
+    """How long a batch of concurrent writes waits for more (default: `TOOLAGENT_COMMIT_WINDOW_MS`)."""
+    batch_max: int | None = None
+    """Most writes per transaction (default: `TOOLAGENT_COMMIT_BATCH_MAX`)."""
+    writes: GroupCommit = field(init=False, repr=False)
+    """The group commit every write of this recorder goes through."""
+
+    def __post_init__(self) -> None:
+        if self.window_s is None or self.batch_max is None:
+            settings = Settings.from_env()
+            if self.window_s is None:
+                ms = settings.commit_window_ms
+                self.window_s = DEFAULT_WINDOW_S if ms is None else ms / 1000
+            if self.batch_max is None:
+                self.batch_max = settings.commit_batch_max or DEFAULT_MAX_SIZE
+        self.writes = GroupCommit(self.db, window_s=self.window_s, max_size=self.batch_max, seal=self._seal)
+
+    def _seal(self, conn: Connection, written: list[_Written]) -> None:
+        """The batch's shared part: new rows, then totals, then the audit rows (one head move)."""
+        self.executions.insert_many_in(conn, [e for w in written for e in w.rows])
+        self.executions.add_totals_in(conn, [e for w in written for e in w.ended])
+        if self.audit is not None:
+            self.audit.append_many_in(conn, [e for w in written for e in w.entries])
 
     # -- the record of a call ---------------------------------------------------------------------
 
@@ -102,23 +145,29 @@ class Recorder:
     # -- refusal ----------------------------------------------------------------------------------
 
     async def deny(self, execution: Execution, code: str, reason: str) -> Execution:
-        """Record a refused call (denied, never sent) in one transaction; returns the record."""
+        """Record a refused call (denied, never sent) in one write; returns the record."""
         denied = replace(execution, status=ExecutionStatus.FAILED, denied=True, denial=code, reason=reason,
                          error=reason, ended_at=execution.started_at)
         with anyio.CancelScope(shield=True):
-            await self.db.write(self._record_in, denied, decision_entry(denied, allowed=False, reason=reason))
+            # No statement of its own (the batch writes the row and the audit row): no savepoint.
+            await self.writes.submit(self._record_in, denied, decision_entry(denied, allowed=False, reason=reason),
+                                     savepoint=False)
             await self.emit("execution_denied", denied, status="denied", reason=reason)
         return denied
 
-    def _record_in(self, conn: Connection, execution: Execution, entry: AuditEntry) -> None:
-        self.executions.insert(conn, execution)
-        self._audit_in(conn, entry)
+    @staticmethod
+    def _record_in(conn: Connection, execution: Execution, entry: AuditEntry) -> _Written:
+        return _Written(rows=(execution,), ended=(execution,), entries=(entry,))
 
     # -- admission --------------------------------------------------------------------------------
 
     async def admit(self, execution: Execution, hooks: Sequence[Any]) -> Execution | Decision:
-        """In one transaction: run the hooks, then insert the call `running` and audit the decision —
+        """In one write: run the hooks, then insert the call `running` and audit the decision —
         or, when its run was cancelled, record it `cancelled` without counting it.
+
+        Each hook is a function of `(connection, execution)` run in the admission's transaction:
+        it returns `LimitStatus`es counted, a `Decision` (a refusal ends the admission with
+        nothing written), or raises.
 
         Returns:
             The execution as recorded (with the limits counted), or a hook's refusal.
@@ -126,42 +175,40 @@ class Recorder:
         Raises:
             RateLimited, BudgetExceeded: a limit refused (nothing was written).
         """
-        admitted = await self.db.write(self._admit_in, execution, tuple(hooks))
+        admitted = (await self.writes.submit(self._admit_in, execution, tuple(hooks))).value
         if isinstance(admitted, Execution) and admitted.status == ExecutionStatus.CANCELLED:
             with anyio.CancelScope(shield=True):
                 await self.emit("execution_cancelled", admitted, status="cancelled", reason=admitted.reason)
-        return admitted
+        return admitted  # type: ignore[no-any-return]
 
-    def _admit_in(self, conn: Connection, execution: Execution, hooks: tuple[Any, ...]) -> Execution | Decision:
+    def _admit_in(self, conn: Connection, execution: Execution, hooks: tuple[Any, ...]) -> _Written:
         counted: list[LimitStatus] = []
         by = None if execution.run_id is None else self.executions.run_cancelled_by(conn, execution.run_id)
         if by is not None:
             cancelled = replace(execution, status=ExecutionStatus.CANCELLED, ended_at=execution.started_at,
                                 reason=f"run {execution.run_id} was cancelled by {by}")
-            self.executions.insert(conn, cancelled)
-            self._audit_in(conn, outcome_entry(cancelled))
-            return cancelled
+            return _Written(cancelled, rows=(cancelled,), ended=(cancelled,), entries=(outcome_entry(cancelled),))
         for hook in hooks:
             verdict = hook(conn, execution)
             if isinstance(verdict, Decision):
                 if not verdict.allowed:
-                    return verdict
+                    return _Written(verdict)
             elif verdict:
                 counted.extend(verdict)
-        self.executions.insert(conn, execution)
-        self._audit_in(conn, decision_entry(execution, allowed=True))
-        return replace(execution, limits=tuple(counted))
+        return _Written(replace(execution, limits=tuple(counted)), rows=(execution,),
+                        entries=(decision_entry(execution, allowed=True),))
 
     # -- outcome ----------------------------------------------------------------------------------
 
     async def finish(self, outcome: Execution) -> Execution:
-        """Store the final record in one transaction (shielded) and emit its event.
+        """Store the final record in one write (shielded) and emit its event.
 
         Returns:
             The record as stored: `outcome`, or the row as someone else closed it meanwhile.
         """
         with anyio.CancelScope(shield=True):
-            wrote = await self.db.write(self._finish_in, outcome)
+            # One conditional UPDATE: it can only fail as a database error, which fails the batch.
+            wrote = (await self.writes.submit(self._finish_in, outcome, savepoint=False)).value
             if not wrote:
                 # Closed meanwhile by someone else (a process that took this one for dead).
                 return await self.executions.get(outcome.id) or outcome
@@ -170,11 +217,10 @@ class Recorder:
                             reason=outcome.reason or outcome.error)
         return outcome
 
-    def _finish_in(self, conn: Connection, outcome: Execution) -> bool:
-        if not self.executions.finish_in(conn, outcome):
-            return False
-        self._audit_in(conn, outcome_entry(outcome))
-        return True
+    def _finish_in(self, conn: Connection, outcome: Execution) -> _Written:
+        if not self.executions.finish_in(conn, outcome, totals=False):
+            return _Written(False)
+        return _Written(True, ended=(outcome,), entries=(outcome_entry(outcome),))
 
     async def audit_outcome(self, execution: Execution) -> None:
         """Append the outcome audit row of an execution closed outside a call (orphans, dead owners)."""
@@ -182,10 +228,6 @@ class Recorder:
             await self.audit.append(outcome_entry(execution))
 
     # -- helpers ----------------------------------------------------------------------------------
-
-    def _audit_in(self, conn: Connection, entry: AuditEntry) -> None:
-        if self.audit is not None:
-            self.audit.append_in(conn, entry)
 
     async def emit(self, kind: str, execution: Execution, **extra: Any) -> None:
         """Emit a lifecycle event about `execution`."""

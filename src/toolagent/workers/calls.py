@@ -9,16 +9,19 @@ Running (a worker): the call goes through the runtime's tool layers (gate, limit
 audit, timeout and cancellation, retries, SQL guard, schema), composed by the same function over
 the same catalogue, limits and cancellation. Only its record layer differs: its admission
 transaction replaces the `queued` row by the `running` one (so the gate's key re-check, the limit
-counters and the claim commit together, and a call cancelled meanwhile is never started), and its
-rows carry no process id, so a restarted process does not take them for its own orphans: the
+counters and the claim commit together, and a call cancelled meanwhile is never started; a refusal
+replaces it the same way), and its rows carry no process id, so a restarted process does not take them for its own orphans: the
 reaper judges them by the worker's heartbeat.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
 
 from ..engine.executions import Execution, ExecutionStore, new_execution_id, resolve_timeout_ms
 from ..engine.permissions import decide
@@ -26,6 +29,7 @@ from ..engine.registry import ToolEntry
 from ..errors import ToolAgentError
 from ..status import CallStatus, ExecutionStatus
 from ..store.db import utcnow
+from ..store.engine_tables import executions as _EXECUTIONS
 from ..store.queued_calls import QueuedCallStore
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
 from ..tools.records import Recorder
@@ -33,8 +37,6 @@ from ..tools.stack import build_tool_stack
 from ..tools.under_agent import under_agent
 
 if TYPE_CHECKING:
-    import sqlalchemy as sa
-
     from ..runtime import Runtime
 
 logger = logging.getLogger("toolagent.workers.calls")
@@ -45,17 +47,33 @@ class NotQueued(Exception):
 
 
 class _TakingExecutions(ExecutionStore):
-    """Inserts a call's first row over its `queued` one, in the same transaction."""
+    """Writes a queued call's first row in place of its `queued` one."""
 
-    def insert(self, conn: sa.Connection, execution: Execution) -> None:
-        """Replace the `queued` row of `execution.id` by `execution`.
+    def insert_many_in(self, conn: sa.Connection, executions: Sequence[Execution]) -> None:
+        """Insert `executions`, each replacing the `queued` row of its id.
 
-        Raises:
-            NotQueued: the row is not queued any more (the transaction rolls back whole).
+        An admitted call's `queued` row is already gone (its admission hook took it, see
+        `_take`); a call the gate refused replaces it here. A row that is no longer queued (the
+        call was cancelled meanwhile) stays as it is.
         """
-        if not QueuedCallStore.take_in(conn, execution.id):
-            raise NotQueued(execution.id)
-        super().insert(conn, execution)
+        ids = [e.id for e in executions]
+        if ids:
+            conn.execute(_EXECUTIONS.delete().where(_EXECUTIONS.c.id.in_(ids)
+                                                    & (_EXECUTIONS.c.status == ExecutionStatus.QUEUED)))
+            kept = set(conn.scalars(sa.select(_EXECUTIONS.c.id).where(_EXECUTIONS.c.id.in_(ids))))
+            executions = [e for e in executions if e.id not in kept]
+        super().insert_many_in(conn, executions)
+
+
+def _take(conn: sa.Connection, execution: Execution) -> None:
+    """Admission hook of a queued call: take its `queued` row, in the admission transaction, so the
+    key re-check, the limit counters and the claim commit together.
+
+    Raises:
+        NotQueued: it is not queued any more (its admission rolls back whole: nothing starts).
+    """
+    if not QueuedCallStore.take_in(conn, execution.id):
+        raise NotQueued(execution.id)
 
 
 def queued_call_stack(runtime: Runtime) -> ToolSource:
@@ -125,7 +143,7 @@ async def run_queued_call(runtime: Runtime, stack: ToolSource, execution_id: str
         await calls.close_unstarted(execution_id, f"call could not start: {exc.message}")
         return None
     call = ToolCall(entry, queued.arguments, execution.id, execution.started_at.timestamp(),
-                    execution.timeout_ms or runtime.tools.default_timeout_ms)
+                    execution.timeout_ms or runtime.tools.default_timeout_ms, admission=(_take,))
     try:
         await stack.check(call, ctx)
     except ToolAgentError as exc:

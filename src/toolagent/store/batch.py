@@ -1,0 +1,212 @@
+"""Group commit: the writes of concurrent calls share one transaction.
+
+Callers `submit` a function of a synchronous connection; the functions queued together run one
+after another in one transaction (`Database.write`), then a `seal` function writes what they
+share (new rows, totals, the audit rows with one chain-head update), and the transaction
+commits. Only then does each caller get its function's result back, so whatever a caller does
+next (run a tool) happens after its write is durable.
+
+When a batch closes:
+
+- a lone write commits at once (after one turn of the event loop, which lets the writes queued
+  in the same turn join it);
+- when more writes are queued, the batch waits up to `window_s` for `max_size` of them, then
+  commits what it has. Writes queued while a batch commits form the next batch, so under load
+  batches grow without waiting.
+
+There is no background task: the first caller to find no batch under way commits one, then hands
+the next batch to the first caller still queued.
+
+Failures are per caller. With more than one write in a batch, each runs inside a savepoint: an
+exception (a limit refused, a constraint failed) rolls back that write only and is raised to its
+caller, and the others commit. When the batch's transaction fails as a whole (the seal, the
+commit, or a write submitted without a savepoint), each write is tried again alone in a
+transaction of its own, so the error reaches only the callers whose write fails by itself. A deadlock or serialization failure (PostgreSQL, two
+processes locking counter rows in different orders) rolls back everything and the batch is tried
+again.
+
+Cancellation: a write once queued is committed exactly once. The wait is shielded, as a lone
+transaction was: a caller cancelled while it waits still gets its write's answer, and its
+cancellation at its next checkpoint, so it can close the record it opened (a `running` row).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
+
+import anyio
+import anyio.lowlevel
+
+from ..errors import StoreError
+from .db import Connection, Database, is_retryable, translate
+
+T = TypeVar("T")
+
+#: How long a batch with more than one write waits for more, by default (seconds).
+DEFAULT_WINDOW_S: Final = 0.001
+#: Most writes in one batch, by default.
+DEFAULT_MAX_SIZE: Final = 64
+#: Times a batch is tried again after a deadlock or serialization failure.
+RETRIES: Final = 5
+
+#: Writes what the batch's successful writes share, before the commit: `seal(conn, results)`.
+Seal = Callable[[Connection, list[Any]], None]
+
+
+@dataclass(eq=False)
+class _Write(Generic[T]):
+    fn: Callable[..., T]
+    args: tuple[Any, ...]
+    savepoint: bool = True
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    done: bool = False
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """What a batcher did so far (for tests and benchmarks)."""
+
+    batches: int
+    """Transactions tried (a batch's writes tried again alone, or a batch retried, count again)."""
+    writes: int
+    """Writes they held."""
+    largest: int
+    """The largest batch."""
+
+
+class GroupCommit:
+    """Batches `submit`ted writes into shared transactions; see the module docstring."""
+
+    def __init__(self, db: Database, *, window_s: float = DEFAULT_WINDOW_S, max_size: int = DEFAULT_MAX_SIZE,
+                 seal: Seal | None = None) -> None:
+        """Args:
+            db: The store.
+            window_s: Longest wait for more writes once two are queued (0: never wait).
+            max_size: Most writes per transaction.
+            seal: Run once per batch after the writes, with their results (not their errors).
+        """
+        if max_size < 1:
+            raise ValueError("max_size must be at least 1")
+        self.db = db
+        self.window_s = max(0.0, window_s)
+        self.max_size = max_size
+        self.seal = seal
+        self._queue: deque[_Write[Any]] = deque()
+        self._leading = False
+        self._full: anyio.Event | None = None
+        self._batches = self._writes = self._largest = 0
+
+    @property
+    def stats(self) -> BatchStats:
+        """Batches and writes so far."""
+        return BatchStats(self._batches, self._writes, self._largest)
+
+    async def submit(self, fn: Callable[..., T], *args: Any, savepoint: bool = True) -> T:
+        """Run `fn(conn, *args)` in the next batch's transaction; returns its result once committed.
+
+        Args:
+            fn: The write; it must have no effect outside the connection (a batch may run it again).
+            args: Its arguments after the connection.
+            savepoint: Run it in a savepoint of its own, so that when it raises only its own
+                statements roll back. Without one (a write of a single statement, or none), its
+                failure fails the batch, whose writes are then tried alone: cheaper when that is rare.
+
+        Raises:
+            Whatever `fn` raised (its write was rolled back), or StoreError: the database failed.
+        """
+        write: _Write[T] = _Write(fn, args, savepoint)
+        self._queue.append(write)
+        if self._full is not None and len(self._queue) >= self.max_size:
+            self._full.set()
+        with anyio.CancelScope(shield=True):
+            if self._leading:
+                await write.wake.wait()  # committed, or handed the next batch
+            if not write.done:
+                await self._lead()
+        if write.error is not None:
+            raise write.error
+        return write.value  # type: ignore[no-any-return]
+
+    async def _lead(self) -> None:
+        """Commit one batch (this caller's write is its first), then hand over to the next in line."""
+        self._leading = True
+        batch: list[_Write[Any]] = []
+        try:
+            await anyio.lowlevel.checkpoint()
+            if 1 < len(self._queue) < self.max_size and self.window_s > 0:
+                self._full = anyio.Event()
+                with anyio.move_on_after(self.window_s):
+                    await self._full.wait()
+                self._full = None
+            while self._queue and len(batch) < self.max_size:
+                batch.append(self._queue.popleft())
+            await self._commit(batch)
+        except BaseException:
+            for write in batch:  # interrupted before its outcome was known: never a silent None
+                write.error = write.error or StoreError("the store write was interrupted; its outcome is unknown")
+            raise
+        finally:
+            for write in batch:
+                write.done = True
+                write.wake.set()
+            if self._queue:
+                self._queue[0].wake.set()  # not done: it leads the next batch
+            else:
+                self._leading = False
+
+    async def _commit(self, batch: list[_Write[Any]]) -> None:
+        self._writes += len(batch)
+        self._largest = max(self._largest, len(batch))
+        try:
+            await self._attempt(batch)
+        except Exception as exc:
+            if len(batch) == 1:
+                batch[0].error = exc
+                return
+            # The shared part or the commit failed: nothing was written. Alone, each write
+            # fails (or not) on its own account.
+            for write in batch:
+                try:
+                    await self._attempt([write])
+                except Exception as alone:
+                    write.error = alone
+
+    async def _attempt(self, batch: list[_Write[Any]]) -> None:
+        for attempt in range(RETRIES + 1):
+            for write in batch:
+                write.value, write.error = None, None
+            self._batches += 1
+            try:
+                await self.db.write(self._transaction, batch)
+                return
+            except StoreError as exc:
+                if attempt == RETRIES or not is_retryable(exc):
+                    raise
+
+    def _transaction(self, conn: Connection, batch: Sequence[_Write[Any]]) -> None:
+        if len(batch) == 1:
+            write = batch[0]
+            write.value = write.fn(conn, *write.args)  # raising rolls the transaction back
+        else:
+            for write in batch:
+                if not write.savepoint:
+                    write.value = write.fn(conn, *write.args)  # raising fails the batch (module docstring)
+                    continue
+                try:
+                    with conn.begin_nested():
+                        write.value = write.fn(conn, *write.args)
+                except Exception as exc:
+                    error = translate(exc, self.db.dialect)
+                    if is_retryable(error):
+                        raise error from exc  # the whole transaction is lost: try the batch again
+                    write.error = error
+        if self.seal is not None:
+            self.seal(conn, [w.value for w in batch if w.error is None])
+
+
+__all__ = ["DEFAULT_MAX_SIZE", "DEFAULT_WINDOW_S", "BatchStats", "GroupCommit", "Seal"]

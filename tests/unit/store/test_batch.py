@@ -1,0 +1,239 @@
+"""Group commit (`store.batch.GroupCommit`): batches by window and size, per-write failures,
+retries alone after a failed batch, and cancellation of a waiting caller — on both stores."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+import sqlalchemy as sa
+
+from toolagent.errors import RateLimited, StoreError
+from toolagent.store import Store, open_store
+from toolagent.store.batch import GroupCommit
+from toolagent.store.db import is_retryable
+
+pytestmark = pytest.mark.anyio
+
+PROBE = sa.table("batch_probe", sa.column("n", sa.Integer), sa.column("tag", sa.String))
+
+
+@contextlib.asynccontextmanager
+async def probe_store(url: str) -> AsyncIterator[Store]:
+    """A migrated store with an extra table `batch_probe(n primary key, tag)`."""
+    async with open_store(url) as store:
+        await store.db.write(lambda conn: conn.exec_driver_sql(
+            "CREATE TABLE batch_probe (n INTEGER PRIMARY KEY, tag VARCHAR(20))"))
+        yield store
+
+
+def insert(conn: sa.Connection, n: int) -> int:
+    conn.execute(PROBE.insert().values(n=n, tag="row"))
+    return n
+
+
+async def rows(store: Store) -> list[int]:
+    return await store.db.read(lambda conn: [r.n for r in conn.execute(sa.select(PROBE.c.n).order_by(PROBE.c.n))])
+
+
+async def test_a_lone_write_commits_without_waiting_the_window(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=64)
+        with anyio.fail_after(5):
+            assert await batcher.submit(insert, 1) == 1
+        assert await rows(store) == [1]
+        assert batcher.stats.batches == 1
+
+
+async def test_concurrent_writes_share_a_transaction_until_the_batch_is_full(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=4)
+        got: list[int] = []
+
+        async def one(n: int) -> None:
+            got.append(await batcher.submit(insert, n))
+
+        with anyio.fail_after(5):  # full batches close at once, whatever the window
+            async with anyio.create_task_group() as tg:
+                for n in range(8):
+                    tg.start_soon(one, n)
+        assert sorted(got) == list(range(8))
+        assert await rows(store) == list(range(8))
+        assert (batcher.stats.batches, batcher.stats.largest) == (2, 4)
+
+
+async def test_a_batch_closes_at_the_end_of_its_window(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=0.05, max_size=64)
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for n in range(3):
+                    tg.start_soon(batcher.submit, insert, n)
+        assert await rows(store) == [0, 1, 2]
+        assert (batcher.stats.batches, batcher.stats.largest) == (1, 3)
+
+
+async def test_a_refusal_inside_a_batch_is_that_writes_own(db_url: str) -> None:
+    def insert_then_refuse(conn: sa.Connection, n: int) -> None:
+        conn.execute(PROBE.insert().values(n=n, tag="refused"))
+        raise RateLimited("full", limit=1, remaining=0, retry_after_s=1.0)
+
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=3)
+        results: dict[int, Any] = {}
+
+        async def one(n: int) -> None:
+            try:
+                results[n] = await batcher.submit(insert_then_refuse if n == 1 else insert, n)
+            except RateLimited as exc:
+                results[n] = exc
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for n in range(3):
+                    tg.start_soon(one, n)
+        assert batcher.stats.largest == 3
+        assert isinstance(results[1], RateLimited)
+        assert (results[0], results[2]) == (0, 2)
+        assert await rows(store) == [0, 2]  # the refused write's row was rolled back, only it
+
+
+async def test_a_database_error_inside_a_batch_fails_only_its_write(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        await store.db.write(insert, 5)
+        batcher = GroupCommit(store.db, window_s=3600, max_size=3)
+        results: dict[int, Any] = {}
+
+        async def one(n: int) -> None:
+            try:
+                results[n] = await batcher.submit(insert, n)
+            except StoreError as exc:
+                results[n] = exc
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for n in (1, 5, 7):  # 5 exists: a primary-key violation
+                    tg.start_soon(one, n)
+        assert batcher.stats.largest == 3
+        assert isinstance(results[5], StoreError)
+        assert (results[1], results[7]) == (1, 7)
+        assert await rows(store) == [1, 5, 7]
+
+
+async def test_a_failed_batch_is_tried_again_write_by_write(db_url: str) -> None:
+    sealed: list[list[int]] = []
+
+    def seal(conn: sa.Connection, values: list[int]) -> None:
+        sealed.append(values)
+        if len(values) > 1:
+            raise StoreError("the shared part failed")
+        if values == [13]:
+            raise StoreError("this write's own shared part fails")
+
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=3, seal=seal)
+        results: dict[int, Any] = {}
+
+        async def one(n: int) -> None:
+            try:
+                results[n] = await batcher.submit(insert, n)
+            except StoreError as exc:
+                results[n] = exc
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for n in (11, 12, 13):
+                    tg.start_soon(one, n)
+        assert sealed[0] == [11, 12, 13]
+        assert (results[11], results[12]) == (11, 12)
+        assert isinstance(results[13], StoreError)
+        assert await rows(store) == [11, 12]  # each written once, the failing one not at all
+
+
+async def test_a_cancelled_waiting_caller_still_gets_its_write_committed_once(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=3)
+        scopes: dict[int, anyio.CancelScope] = {}
+        answered: set[int] = set()
+        went_on: set[int] = set()
+
+        async def one(n: int) -> None:
+            with anyio.CancelScope() as scope:
+                scopes[n] = scope
+                assert await batcher.submit(insert, n) == n
+                answered.add(n)  # the write's answer arrives: the caller can close what it opened
+                await anyio.lowlevel.checkpoint()  # ... and its cancellation comes at its next checkpoint
+                went_on.add(n)
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, 0)  # leads: waits the window for a full batch
+                tg.start_soon(one, 1)  # waits for the leader
+                await anyio.wait_all_tasks_blocked()
+                scopes[0].cancel()
+                scopes[1].cancel()
+                await anyio.wait_all_tasks_blocked()
+                assert await rows(store) == []  # still queued: nothing written yet, nothing dropped
+                tg.start_soon(one, 2)  # fills the batch
+        assert answered == {0, 1, 2} and went_on == {2}
+        assert scopes[0].cancelled_caught and scopes[1].cancelled_caught
+        assert await rows(store) == [0, 1, 2]  # each written exactly once
+        assert batcher.stats.batches == 1
+
+
+def test_deadlocks_and_serialization_failures_are_retryable() -> None:
+    def failure(state: str) -> StoreError:
+        driver = sa.exc.OperationalError("COMMIT", {}, Exception("conflict"))
+        driver.orig = SimpleNamespace(sqlstate=state)  # type: ignore[assignment]
+        error = StoreError("conflict")
+        error.__cause__ = driver
+        return error
+
+    assert is_retryable(failure("40P01")) and is_retryable(failure("40001"))
+    assert not is_retryable(failure("23505")) and not is_retryable(StoreError("down"))
+
+
+async def test_the_recorder_takes_its_batch_settings_from_the_environment(tmp_path: Any, monkeypatch: Any) -> None:
+    from toolagent.engine.events import EventBus
+    from toolagent.engine.executions import ExecutionStore, Owner
+    from toolagent.errors import UsageError
+    from toolagent.tools.records import Recorder
+
+    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 's.db'}") as store:
+        def recorder() -> Recorder:
+            return Recorder(store.db, ExecutionStore(store.db), None, EventBus(), Owner.current())
+
+        monkeypatch.setenv("TOOLAGENT_COMMIT_WINDOW_MS", "5")
+        monkeypatch.setenv("TOOLAGENT_COMMIT_BATCH_MAX", "16")
+        writes = recorder().writes
+        assert (writes.window_s, writes.max_size) == (0.005, 16)
+        monkeypatch.setenv("TOOLAGENT_COMMIT_WINDOW_MS", "-1")
+        with pytest.raises(UsageError, match="TOOLAGENT_COMMIT_WINDOW_MS must be a number >= 0"):
+            recorder()
+
+
+async def test_a_write_without_a_savepoint_that_fails_fails_its_batch_whose_writes_go_alone(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        await store.db.write(insert, 5)
+        batcher = GroupCommit(store.db, window_s=3600, max_size=3)
+        results: dict[int, Any] = {}
+
+        async def one(n: int) -> None:
+            try:
+                results[n] = await batcher.submit(insert, n, savepoint=False)
+            except StoreError as exc:
+                results[n] = exc
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for n in (1, 5, 7):  # 5 exists: on PostgreSQL the failed statement aborts the transaction
+                    tg.start_soon(one, n)
+        assert isinstance(results[5], StoreError)
+        assert (results[1], results[7]) == (1, 7)
+        assert await rows(store) == [1, 5, 7]
+        assert batcher.stats.batches == 4  # the batch, then each write alone
