@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from test_workers import Fleet, fleet, plan, store_of, until, until_final  # noqa: F401 - `fleet` is a fixture
 from toolagent.store import Store
+from toolagent.store.executions import ExecutionStore
 from toolagent.workers import submit_run
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
@@ -28,7 +29,7 @@ SECRET = "Zq8vT3-very-secret-value"
 
 @asynccontextmanager
 async def api(fleet: Fleet) -> AsyncIterator[tuple[httpx.Client, Any]]:
-    """The API on the fleet's store with execution `queue`, and a client as admin `bob`."""
+    """The API on the fleet's store with execution `queue`, a client as admin `bob`, and the users."""
     from api_harness import live_server, provision
 
     users = await anyio.to_thread.run_sync(lambda: provision(fleet.url, [("bob", "admin", "enterprise")]))
@@ -36,7 +37,7 @@ async def api(fleet: Fleet) -> AsyncIterator[tuple[httpx.Client, Any]]:
     with live_server(fleet.tmp / "api", servers, db=fleet.url, env={"TOOLAGENT_EXECUTION": "queue"},
                      engine_config=fleet.engine_config) as server:
         with server.client(users["bob"], timeout=30) as http:
-            yield http, server
+            yield http, users
 
 
 async def post(http: httpx.Client, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
@@ -79,7 +80,7 @@ async def rows_holding(store: Store, text: str) -> dict[str, int]:
 
 async def test_an_async_call_runs_once_on_a_worker_and_leaves_no_secret_at_rest(fleet: Fleet) -> None:
     async with store_of(fleet) as (store, me):
-        async with api(fleet) as (http, server):
+        async with api(fleet) as (http, _users):
             execution_id = await submit(http, "q/noop", {"tag": SECRET},
                                         context={"metadata": {"password": SECRET}})
             shown = (await get(http, f"/api/tools/executions/{execution_id}")).json()["execution"]
@@ -110,7 +111,7 @@ async def test_an_async_call_runs_once_on_a_worker_and_leaves_no_secret_at_rest(
 
 async def test_cancel_a_queued_call_and_a_running_one(fleet: Fleet) -> None:
     async with store_of(fleet) as (store, _):
-        async with api(fleet) as (http, _server):
+        async with api(fleet) as (http, _users):
             queued = await submit(http, "q/noop", {"tag": "never"})
             cancelled = await post(http, f"/api/tools/executions/{queued}/cancel")
             assert cancelled.status_code == 200, cancelled.text
@@ -145,7 +146,7 @@ async def test_cancel_a_queued_call_and_a_running_one(fleet: Fleet) -> None:
 async def test_a_killed_worker_fails_its_write_and_reruns_its_read(fleet: Fleet) -> None:
     marker = fleet.tmp / "seen"
     async with store_of(fleet) as (store, _):
-        async with api(fleet) as (http, _server):
+        async with api(fleet) as (http, _users):
             first = await fleet.start(queues="tools")
             write = await submit(http, "q/write", {"tag": "w1", "seconds": 60})
             read = await submit(http, "q/wait-once", {"marker": str(marker), "seconds": 60})
@@ -192,3 +193,26 @@ async def test_finished_jobs_are_deleted_after_the_retention(fleet: Fleet) -> No
         assert len(await reaps()) <= 6
         runs = [await store.runs.get_run(i) for i in ids]
         assert {r.status for r in runs} == {"success"}  # the runs' history stays
+
+
+async def test_a_key_revoked_while_the_call_waited_is_refused_on_the_worker(fleet: Fleet) -> None:
+    from api_harness import revoke
+
+    async with store_of(fleet) as (store, _):
+        async with api(fleet) as (http, users):
+            execution_id = await submit(http, "q/noop", {"tag": "revoked"})
+            await anyio.to_thread.run_sync(lambda: revoke(fleet.url, users["bob"].key_id))
+            await fleet.start(queues="tools")
+            executions = ExecutionStore(store.db)
+
+            async def ended() -> bool:
+                record = await executions.get(execution_id)
+                return record is not None and record.finished
+
+            await until(ended)
+            record = await executions.get(execution_id)
+            assert record is not None and (record.status, record.denied) == ("failed", True)
+            assert "revoked" in (record.reason or "")
+            assert fleet.calls("noop") == []  # refused at admission: the server never saw it
+            assert await store.queue.calls.get(execution_id) is None and await rows_holding(store, '"revoked"') == {
+                "executions": 1, "audit_log": 1}
