@@ -57,17 +57,25 @@ def _phases(stderr: str) -> list[str]:
                     reason="scripts/bootstrap would install chromium here")
 def test_scripts_test_says_each_install_phase(fresh_clone: tuple[Path, dict[str, str]]) -> None:
     root, env = fresh_clone
-    proc = subprocess.run(["scripts/test", "-q"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(["scripts/test", "-q"], cwd=root, env={**env, "TOOLAGENT_TEST_WORKERS": "3"},
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     phases = _phases(proc.stderr)
     assert [p.split(":")[1].split()[0:3] for p in phases] == [
         ["creating", "the", "virtualenv"], ["installing", "python", "packages"], ["installing", "the", "npm"],
-        ["installing", "the", "PyPI"], ["running", "pytest"]], phases
+        ["installing", "the", "PyPI"], ["running", "pytest", "with"]], phases
+    assert phases[-1] == "toolagent test: running pytest with 3 workers"
     calls = Path(env["STUB_LOG"]).read_text().splitlines()
-    assert calls[-1] == "python -m pytest -q"
-    # A second run has nothing to install and says only that it runs the tests.
-    again = subprocess.run(["scripts/test"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert calls[-1] == "python -m pytest -n 3 -q"
+    # A second run has nothing to install and says only that it runs the tests; one worker runs
+    # them in one process, and an explicit -n is passed through as given.
+    again = subprocess.run(["scripts/test"], cwd=root, env={**env, "TOOLAGENT_TEST_WORKERS": "1"},
+                           capture_output=True, text=True, timeout=120)
     assert _phases(again.stderr) == ["toolagent test: running pytest"]
+    assert Path(env["STUB_LOG"]).read_text().splitlines()[-1] == "python -m pytest"
+    given = subprocess.run(["scripts/test", "-n", "2"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert given.returncode == 0, given.stderr
+    assert Path(env["STUB_LOG"]).read_text().splitlines()[-1] == "python -m pytest -n 2"
 
 
 def test_scripts_demo_says_each_phase(fresh_clone: tuple[Path, dict[str, str]]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import anyio
 import pytest
 import sqlalchemy as sa
 
@@ -98,6 +99,16 @@ async def test_api_keys(principals: Principals) -> None:
 # -- the key cache --------------------------------------------------------------------------------
 
 
+async def _change_reached(principals: Principals, before: int | None) -> None:
+    """Wait for the change another handle committed to reach this one: at once on SQLite (the file
+    changed); on PostgreSQL when its NOTIFY arrives, which the server sends alongside the commit's
+    answer, so on a loaded machine it may come a little after it."""
+    with anyio.fail_after(10):
+        while principals._changes.token() == before:
+            assert not principals.db.is_sqlite, "SQLite sees another connection's commit at once"
+            await anyio.sleep(0.002)
+
+
 async def test_keys_are_cached_until_another_handle_narrows_them(principals: Principals,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A resolved key is served from memory; a revocation, level or plan change made through another
@@ -120,13 +131,19 @@ async def test_keys_are_cached_until_another_handle_narrows_them(principals: Pri
 
         async with open_store(principals.db.url) as other_store:
             other = Principals(other_store.db, EngineConfig())
+            seen = principals._changes.token()
             await other.set_level("bob", "execute_basic")
+            await _change_reached(principals, seen)
             principal, _ = await principals.authenticate_key(raw)
             assert principal.level == "execute_basic" and len(reads) == 2
+            seen = principals._changes.token()
             await other.set_plan("bob", "starter")
+            await _change_reached(principals, seen)
             assert (await principals.authenticate_key(raw))[0].plan == "starter"
             await principals.authenticate_key(other_raw)
+            seen = principals._changes.token()
             await other.revoke_key(key.id)
+            await _change_reached(principals, seen)
             with pytest.raises(Unauthenticated, match=f"API key {key.id} was revoked"):
                 await principals.authenticate_key(raw)
             # Revoking one key drops every cached key: the other is read again, still valid.
