@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..engine.redaction import redact
+from ..status import RunStatus, StepStatus
 from ..tools.bounds import bound_deliverable
 
 if TYPE_CHECKING:
@@ -85,11 +86,11 @@ def deliverable_metadata(
     started_at: datetime, ended_at: datetime, duration_ms: float,
 ) -> dict[str, Any]:
     """The run metadata (toolsExecuted, successfulTools, ...) plus run and agent identity."""
-    ran = [s for s in steps if s.status in ("success", "failed")]
+    ran = [s for s in steps if s.status in (StepStatus.SUCCESS, StepStatus.FAILED)]
     return {
         "toolsExecuted": len(ran),
-        "successfulTools": sum(1 for s in steps if s.status == "success"),
-        "failedTools": sum(1 for s in steps if s.status in ("failed", "denied")),
+        "successfulTools": sum(1 for s in steps if s.status == StepStatus.SUCCESS),
+        "failedTools": sum(1 for s in steps if s.status in (StepStatus.FAILED, StepStatus.DENIED)),
         "executionMode": plan.mode.value,
         "stopOnError": plan.stop_on_error,
         "toolsUsed": [s.tool for s in ran],
@@ -292,17 +293,17 @@ def interrupted_deliverable(
         })
     agent_ref = f"{run.organization_slug}/{run.agent_slug}" if run.organization_slug else run.agent_slug
     metadata = {
-        "toolsExecuted": sum(1 for s in steps if s.status in ("success", "failed") and s.result is not None),
-        "successfulTools": sum(1 for s in steps if s.status == "success"),
-        "failedTools": sum(1 for s in steps if s.status in ("failed", "denied")),
+        "toolsExecuted": sum(1 for s in steps if s.status in (StepStatus.SUCCESS, StepStatus.FAILED) and s.result is not None),
+        "successfulTools": sum(1 for s in steps if s.status == StepStatus.SUCCESS),
+        "failedTools": sum(1 for s in steps if s.status in (StepStatus.FAILED, StepStatus.DENIED)),
         "executionMode": run.execution_mode, "stopOnError": run.stop_on_error,
         "toolsUsed": [s.tool for s in steps if s.result is not None],
-        "runId": run.id, "status": "failed", "interrupted": True,
+        "runId": run.id, "status": RunStatus.FAILED, "interrupted": True,
         "agent": {"organization": run.organization_slug, "slug": run.agent_slug, "version": run.agent_version},
         "startedAt": run.started_at.isoformat() if run.started_at else None, "endedAt": ended_at.isoformat(),
         "durationMs": round(duration_ms, 3) if duration_ms is not None else None,
     }
-    data = {"agent": agent_ref, "runId": run.id, "status": "failed", "error": error, "results": results}
+    data = {"agent": agent_ref, "runId": run.id, "status": RunStatus.FAILED, "error": error, "results": results}
 
     def render(data: dict[str, Any], metadata: dict[str, Any]) -> str:
         return json.dumps({"metadata": metadata, **data}, indent=2, default=str)

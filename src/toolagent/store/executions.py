@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..engine.redaction import redact_values
+from ..status import FINAL_EXECUTION_STATUSES, ExecutionStatus
 from ..tools.spec import ToolResult
 from . import engine_tables as et
 from .db import Database, as_utc
@@ -39,8 +40,8 @@ if TYPE_CHECKING:
 MIN_TIMEOUT_MS: Final = 1_000
 MAX_TIMEOUT_MS: Final = 300_000
 #: Execution states; all but `queued` (an async call waiting for a worker) and `running` are final.
-STATUSES: Final = ("queued", "running", "success", "failed", "cancelled")
-FINAL_STATUSES: Final = frozenset({"success", "failed", "cancelled"})
+STATUSES: Final = tuple(ExecutionStatus)
+FINAL_STATUSES: Final = FINAL_EXECUTION_STATUSES
 #: Reason of executions closed because their process died.
 INTERRUPTED: Final = "interrupted"
 #: Grace on top of a row's timeout before any host may close it as interrupted.
@@ -145,7 +146,7 @@ class Execution:
             "result": self.result.to_json() if self.result is not None else None, "error": self.error,
             "reason": self.reason, "denied": self.denied, "denial": self.denial,
         }
-        if self.status == "running":
+        if self.status == ExecutionStatus.RUNNING:
             data["runningTime"] = self.running_time_ms(now or datetime.now(UTC))
             data["cancelRequestedBy"] = self.cancel_requested_by
         return data
@@ -209,7 +210,7 @@ class ExecutionStore:
         self.db = db
         # Built once: these run with every execution.
         self._insert_row = _T.insert()
-        self._finish_row = _T.update().where((_T.c.id == sa.bindparam("k_id")) & (_T.c.status == "running"))
+        self._finish_row = _T.update().where((_T.c.id == sa.bindparam("k_id")) & (_T.c.status == ExecutionStatus.RUNNING))
         insert = sqlite.insert if db.is_sqlite else postgresql.insert
         ins = insert(_TOT)
         x = ins.excluded
@@ -296,7 +297,7 @@ class ExecutionStore:
     async def running(self, *, user: str | None = None, run_id: str | None = None,
                       categories: Collection[str] | None = None) -> list[Execution]:
         """Running records (of one user, of one run, of these categories), oldest first."""
-        query = sa.select(_T).where(_T.c.status == "running").order_by(_T.c.started_at, _T.c.id)
+        query = sa.select(_T).where(_T.c.status == ExecutionStatus.RUNNING).order_by(_T.c.started_at, _T.c.id)
         if categories is not None:
             query = query.where(_T.c.category.in_(sorted(categories)))
         if user is not None:
@@ -318,7 +319,7 @@ class ExecutionStore:
     async def count_running(self) -> int:
         """Running executions in every process."""
         async with self.db.begin() as conn:
-            return int(await conn.scalar(sa.select(sa.func.count()).select_from(_T).where(_T.c.status == "running")) or 0)
+            return int(await conn.scalar(sa.select(sa.func.count()).select_from(_T).where(_T.c.status == ExecutionStatus.RUNNING)) or 0)
 
     async def cancel_requests(self, ids: Iterable[str]) -> dict[str, str]:
         """Of `ids`, those another process asked to cancel, with who asked."""
@@ -326,7 +327,7 @@ class ExecutionStore:
         if not wanted:
             return {}
         query = sa.select(_T.c.id, _T.c.cancel_requested_by).where(
-            _T.c.id.in_(wanted) & _T.c.cancel_requested_by.is_not(None) & (_T.c.status == "running"))
+            _T.c.id.in_(wanted) & _T.c.cancel_requested_by.is_not(None) & (_T.c.status == ExecutionStatus.RUNNING))
         async with self.db.begin() as conn:
             return {r.id: r.cancel_requested_by for r in await conn.execute(query)}
 
@@ -334,7 +335,7 @@ class ExecutionStore:
         """Flag a running record for cancellation by its owning process; False if it is not running."""
         async with self.db.begin() as conn:
             result = await conn.execute(
-                _T.update().where((_T.c.id == execution_id) & (_T.c.status == "running"))
+                _T.update().where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.RUNNING))
                 .values(cancel_requested_by=by, cancel_requested_at=now))
         return bool(result.rowcount)
 
@@ -350,7 +351,7 @@ class ExecutionStore:
         Returns:
             The ids of the running records flagged.
         """
-        where = (_T.c.run_id == run_id) & (_T.c.status == "running")
+        where = (_T.c.run_id == run_id) & (_T.c.status == ExecutionStatus.RUNNING)
         if user is not None:
             where &= _T.c.user_name == user
         rc = et.run_cancellations
@@ -374,7 +375,7 @@ class ExecutionStore:
     async def close_interrupted(self, me: Owner, now: datetime) -> list[str]:
         """Close as `failed` / `interrupted` the running rows whose process is certainly gone (module docstring)."""
         query = sa.select(_T.c.id, _T.c.tool, _T.c.user_name, _T.c.category, _T.c.started_at, _T.c.timeout_ms,
-                          _T.c.owner_pid, _T.c.owner_host, _T.c.owner_boot).where(_T.c.status == "running")
+                          _T.c.owner_pid, _T.c.owner_host, _T.c.owner_boot).where(_T.c.status == ExecutionStatus.RUNNING)
         async with self.db.begin() as conn:
             rows = (await conn.execute(query)).all()
         closed: list[str] = []
@@ -385,9 +386,9 @@ class ExecutionStore:
             if why is None:
                 continue
             duration_ms = max(0.0, (now - started).total_seconds() * 1000)
-            values = {"status": "failed", "ended_at": now, "reason": INTERRUPTED, "error": f"{INTERRUPTED}: {why}",
+            values = {"status": ExecutionStatus.FAILED, "ended_at": now, "reason": INTERRUPTED, "error": f"{INTERRUPTED}: {why}",
                       "duration_ms": duration_ms}
-            ended = _Ended(row.tool, row.user_name, "failed", "", row.category, duration_ms, started)
+            ended = _Ended(row.tool, row.user_name, ExecutionStatus.FAILED, "", row.category, duration_ms, started)
             if await self.db.write(self._end_in, row.id, values, ended):
                 closed.append(row.id)
         return closed

@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..errors import UsageError
-from ..status import RunStatus, StepStatus
+from ..status import ExecutionStatus, RunStatus, StepStatus
 from . import engine_tables as et
 from . import tables as t
 from .db import Database, as_utc, utcnow
@@ -220,7 +220,7 @@ class QueueStore:
         started = [r.tool for r in rows if r.status not in (StepStatus.PENDING, StepStatus.SKIPPED)]
         started += [c.tool for c in calls if c.tool not in started]
         running = next((r.tool for r in rows if r.status == StepStatus.RUNNING), None) or next(
-            (c.tool for c in reversed(calls) if c.status == "running" or c.reason == INTERRUPTED), None)
+            (c.tool for c in reversed(calls) if c.status == StepStatus.RUNNING or c.reason == INTERRUPTED), None)
         return started, running
 
     async def close_stalled_run(self, run_id: str, job_id: int, error: str) -> bool:
@@ -245,7 +245,7 @@ class QueueStore:
             # ended the same way: its outcome is unknown too.
             e = _EXECUTIONS.c
             unknown = sa.select(e.tool).where((e.run_id == run_id) & ~e.denied
-                                              & ((e.status == "running") | (e.reason == INTERRUPTED)))
+                                              & ((e.status == ExecutionStatus.RUNNING) | (e.reason == INTERRUPTED)))
             await conn.execute(t.run_steps.update().where(
                 (s.run_id == run_id) & (s.status == StepStatus.PENDING) & s.tool.in_(unknown))
                 .values(status=StepStatus.FAILED, error=error, ended_at=now))

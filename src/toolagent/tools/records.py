@@ -32,7 +32,7 @@ from ..engine.limits import LimitStatus
 from ..engine.permissions import Decision
 from ..engine.redaction import redact, remember_secrets
 from ..settings import Settings
-from ..status import ExecutionStatus
+from ..status import AuditOutcome, CallStatus, ExecutionStatus
 from ..store.batch import DEFAULT_MAX_SIZE, DEFAULT_WINDOW_S, GroupCommit
 from ..store.db import Connection
 from .base import CallContext, ToolCall
@@ -55,7 +55,7 @@ def decision_entry(execution: Execution, *, allowed: bool, reason: str | None = 
         principal=execution.user, api_key_id=execution.api_key_id, tool=execution.tool, risk=execution.risk,
         level=execution.level, decision="allow" if allowed else "deny", reason=_under_agent(execution, reason),
         arguments=execution.arguments,
-        outcome=None if allowed else "denied", started_at=execution.started_at,
+        outcome=None if allowed else AuditOutcome.DENIED, started_at=execution.started_at,
         ended_at=None if allowed else execution.started_at, run_id=execution.run_id, execution_id=execution.id,
         event="decision",
     )
@@ -152,7 +152,7 @@ class Recorder:
             # No statement of its own (the batch writes the row and the audit row): no savepoint.
             await self.writes.submit(self._record_in, denied, decision_entry(denied, allowed=False, reason=reason),
                                      savepoint=False)
-            await self.emit("execution_denied", denied, status="denied", reason=reason)
+            await self.emit("execution_denied", denied, status=CallStatus.DENIED, reason=reason)
         return denied
 
     @staticmethod
@@ -178,7 +178,7 @@ class Recorder:
         admitted = (await self.writes.submit(self._admit_in, execution, tuple(hooks))).value
         if isinstance(admitted, Execution) and admitted.status == ExecutionStatus.CANCELLED:
             with anyio.CancelScope(shield=True):
-                await self.emit("execution_cancelled", admitted, status="cancelled", reason=admitted.reason)
+                await self.emit("execution_cancelled", admitted, status=ExecutionStatus.CANCELLED, reason=admitted.reason)
         return admitted  # type: ignore[no-any-return]
 
     def _admit_in(self, conn: Connection, execution: Execution, hooks: tuple[Any, ...]) -> _Written:

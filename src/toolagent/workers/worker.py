@@ -149,7 +149,7 @@ class WorkerState:
             await self.store.runs.finish_run(run_id, deliverable=None, status=RunStatus.FAILED,
                                              error=f"run could not start: {exc.message}", ended_at=now)
             await self.store.queue.drop_inputs(run_id)
-            self._tell("failed", run_id)
+            self._tell(RunStatus.FAILED, run_id)
             return
         runner = self.runtime.runner(CallContext(principal, api_key=key))
         self.runners[run_id] = runner
