@@ -122,3 +122,36 @@ def test_a_huge_result_is_stored_and_answered_bounded(db_url: str, demo_db: Path
 
     anyio.run(main)
 
+
+
+def test_a_history_page_of_huge_results_is_bounded_as_a_whole(tmp_path: Path, demo_db: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each stored result is under the result cap, but a page holds up to 100 of them: the page's
+    results together are bounded like a deliverable (each keeps a fair share)."""
+    monkeypatch.setenv("TOOLAGENT_MAX_RESULT_BYTES", str(RESULT_CAP))
+    monkeypatch.setenv("TOOLAGENT_MAX_DELIVERABLE_BYTES", str(DELIVERABLE_CAP))
+    db_url = f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"
+    users = provision(db_url, [("ann", "admin", "enterprise")])
+    app = create_app(db=db_url, servers=supabase_servers(demo_db))
+    calls = 6  # 6 results of RESULT_CAP are twice DELIVERABLE_CAP
+
+    async def main() -> None:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://api", headers=users["ann"].auth,
+                                         timeout=120) as client:
+                for _ in range(calls):
+                    answer = await client.post("/api/tools/execute", json={"name": "supabase/execute-sql",
+                                                                            "arguments": HUGE_RESULTS[0][1]})
+                    assert answer.status_code == 200, answer.text[:500]
+                for page in (await client.get("/api/tools/history", params={"limit": 100}),
+                             await client.get("/trpc/tools.getToolHistory", params={"input": '{"limit": 100}'})):
+                    assert page.status_code == 200, page.text[:500]
+                    body = page.json()
+                    executions = body["executions"] if "executions" in body else body["result"]["data"]["executions"]
+                    assert len(executions) == calls
+                    assert len(page.content) < DELIVERABLE_CAP + 8192
+                    assert sum(json_size(e["result"]) for e in executions) <= DELIVERABLE_CAP
+                    assert all(e["result"]["truncated"] and e["result"]["structuredContent"]["rows"] for e in executions)
+
+    anyio.run(main)

@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..status import CallStatus, ExecutionStatus, StepStatus
 from ..tools.base import CallContext, CallOutcome
-from ..tools.bounds import bound_result
+from ..tools.bounds import bound_each_result, bound_result
 from ..tools.spec import split_name
 from ..tools.under_agent import under_agent
 from ..workers.app import submitting
@@ -279,8 +279,11 @@ async def get_tool_history(svc: Services, caller: Caller, inp: HistoryInput, rep
     query = HistoryQuery(tool=inp.toolName, category=inp.category, status=inp.status, since=since,
                          until=until, limit=inp.limit, offset=inp.offset, all_users=inp.allUsers,
                          user=inp.userId)
-    page = await svc.runtime.history(caller.principal, query)
-    return {"success": True, **page.to_json()}
+    page = (await svc.runtime.history(caller.principal, query)).to_json()
+    # A page holds up to MAX_LIMIT results of up to the result cap each: together they are
+    # bounded like a deliverable, each keeping a fair share.
+    page["executions"] = bound_each_result(page["executions"], svc.runtime.bounds.max_deliverable_bytes)
+    return {"success": True, **page}
 
 
 async def get_tool_metrics(svc: Services, caller: Caller, inp: MetricsInput, reply: Reply) -> dict[str, Any]:

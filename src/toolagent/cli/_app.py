@@ -50,7 +50,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "executions": ("engine", "Tool executions: running ones, one in full, cancel, prune."),
     "audit": ("audit", "Verify, export and list the audit log."),
     "sql": ("sql", "Check SQL with the guard the runner and the Supabase server use."),
-    "worker": ("worker", "Run submitted BUILD runs until SIGTERM (needs a PostgreSQL store and the workers extra)."),
+    "worker": ("worker", "Run submitted BUILD runs and async tool calls until SIGTERM (needs a PostgreSQL store and "
+               "the workers extra)."),
     "queue": ("worker", "Jobs per queue and status, the live workers, and the newest jobs (PostgreSQL)."),
 }
 
