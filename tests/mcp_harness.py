@@ -68,8 +68,40 @@ def http_probe(log: Path | None = None) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+#: How a pytest-xdist worker process is started (execnet's bootstrap).
+_XDIST_WORKER = "exec(eval(sys.stdin.readline()))"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    try:
+        # The command name in field 2 may hold spaces and parentheses: split after its last ')'.
+        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _another_workers(pid: int, me: int) -> bool:
+    """True when `pid` descends from another pytest-xdist worker than this one (its tests' servers
+    are none of this test's business); an orphan, reparented to init, counts as this one's."""
+    while pid > 1:
+        if pid == me:
+            return False
+        if _XDIST_WORKER in _cmdline(pid):
+            return True
+        pid = _parent(pid)
+    return False
+
+
 def processes_matching(pattern: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `pattern`, other than this one."""
+    """Live (non-zombie) processes whose command line contains `pattern`, other than this one and
+    those started by another pytest worker running beside this one."""
     me = os.getpid()
     found = []
     for entry in Path("/proc").iterdir():
@@ -80,7 +112,7 @@ def processes_matching(pattern: str) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if pattern in cmd and int(entry.name) != me and ") Z" not in stat:
+        if pattern in cmd and int(entry.name) != me and ") Z" not in stat and not _another_workers(int(entry.name), me):
             found.append(int(entry.name))
     return found
 

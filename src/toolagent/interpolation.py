@@ -87,6 +87,23 @@ def is_template(value: str) -> bool:
     return any(m in value for m in _JINJA_MARKERS) or any(_angle_reference(m) for m in _ANGLE.finditer(value))
 
 
+def _is_reference(n: nodes.Node) -> bool:
+    """A bare `name.attr['key']` chain: no call, filter, operator or loop."""
+    while isinstance(n, (nodes.Getattr, nodes.Getitem)):
+        if isinstance(n, nodes.Getitem) and not isinstance(n.arg, nodes.Const):
+            return False
+        n = n.node
+    return isinstance(n, nodes.Name)
+
+
+def _only_references(tree: nodes.Template) -> bool:
+    """True when a template is text and bare references only: rendering it costs no more than
+    copying the values it names, so it needs no worker thread."""
+    return all(isinstance(out, nodes.Output)
+               and all(isinstance(n, nodes.TemplateData) or _is_reference(n) for n in out.nodes)
+               for out in tree.body)
+
+
 def _reference_paths(node: nodes.Node) -> list[list[str]]:
     """Dotted paths of every `name.attr['key']` chain in an expression tree."""
     paths: list[list[str]] = []
@@ -139,12 +156,15 @@ class Template:
     Attributes:
         source: the text as written.
         single: True when the text is exactly one reference (the value keeps its type).
+        plain: True when the text holds nothing but bare references (no filter, call,
+            operator or loop), so rendering it is cheap enough for the event loop.
     """
 
     source: str
     single: bool
     _compiled: Any
     _paths: tuple[tuple[str, ...], ...]
+    plain: bool = False
 
     @classmethod
     def parse(cls, source: str, *, where: str = "", limits: TemplateLimits = DEFAULT_LIMITS) -> Template:
@@ -186,7 +206,8 @@ class Template:
                 path=where or None,
             )
         paths = tuple(tuple(p) for p in _reference_paths(tree))
-        return cls(source=source, single=match is not None, _compiled=compiled, _paths=paths)
+        return cls(source=source, single=match is not None, _compiled=compiled, _paths=paths,
+                   plain=_only_references(tree))
 
     def render(self, context: Mapping[str, Any], *, where: str = "", limits: TemplateLimits = DEFAULT_LIMITS) -> Any:
         """Render against `context` within `limits` (a render already under way shares its budget).
@@ -255,6 +276,11 @@ class ParamsTemplate:
         """`render` in a worker thread, bounded by `limits.time_s` (see `Template.render_async`)."""
         return await _off_loop(functools.partial(self.render, context, limits=limits), limits, "")
 
+    @functools.cached_property
+    def plain(self) -> bool:
+        """True when every template in the parameters is `Template.plain`."""
+        return _all_plain(self.value)
+
     def references(self) -> set[str]:
         """Dotted references used anywhere in the parameters."""
         found: set[str] = set()
@@ -321,6 +347,16 @@ def _render_tree(value: Any, context: Mapping[str, Any]) -> Any:
     if isinstance(value, list):
         return [_render_tree(v, context) for v in value]
     return value
+
+
+def _all_plain(value: Any) -> bool:
+    if isinstance(value, _Located):
+        return value.template.plain
+    if isinstance(value, dict):
+        return all(_all_plain(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_all_plain(v) for v in value)
+    return True
 
 
 def _collect(value: Any, found: set[str]) -> None:

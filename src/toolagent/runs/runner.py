@@ -278,8 +278,12 @@ class BuildRunner:
         ctx.writer.put(state.position, _step_values(state))
         await ctx.emit(RunEvent("step_started", ctx.run_id, state))
         try:
-            # Off the event loop: a template may take long to render, and the server must go on answering.
-            params = await anyio.to_thread.run_sync(params_template.render, context)
+            # Bare references render at the cost of a copy, here; anything else (filters, calls,
+            # loops) may take long, so it renders off the event loop and the server goes on answering.
+            if params_template.plain:
+                params = params_template.render(context)
+            else:
+                params = await anyio.to_thread.run_sync(params_template.render, context)
             state.params = params
             entry = await self.tools.resolve(state.tool)
             args, sources = fill_required(entry.spec, params, previous[0] if previous else None,
