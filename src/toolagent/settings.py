@@ -182,9 +182,23 @@ def _minimum(field: str) -> int | None:
     return None
 
 
+def export_for_children(**values: str | None) -> None:
+    """Set settings (by field name; None leaves a variable alone) in this process's environment, so
+    the processes it starts next inherit them.
+
+    Raises:
+        KeyError: a name is not a settings field.
+    """
+    for name, value in values.items():
+        if name not in Settings.model_fields:
+            raise KeyError(f"no setting named {name!r}")
+        if value is not None:
+            os.environ[ENV_PREFIX + name.upper()] = value
+
+
 def environ() -> Mapping[str, str]:
     """The whole process environment, for `${VAR}` references in the MCP server config (any name)."""
     return os.environ
 
 
-__all__ = ["ENV_PREFIX", "EnvSettings", "Settings", "environ"]
+__all__ = ["ENV_PREFIX", "EnvSettings", "Settings", "environ", "export_for_children"]

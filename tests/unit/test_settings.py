@@ -56,3 +56,16 @@ def test_supabase_settings_take_the_comma_list_and_the_demo_path(monkeypatch: py
     settings = SupabaseSettings.from_env()
     assert settings.allowed_tables == ("users", "messages")
     assert str(settings.demo_db_path) == "/tmp/demo.sqlite"
+
+
+def test_settings_exported_for_child_processes_are_read_back_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolagent.settings import export_for_children
+
+    # Set first, so that monkeypatch restores both variables whatever the export writes.
+    monkeypatch.setenv("TOOLAGENT_EXECUTION", "inprocess")
+    monkeypatch.setenv("TOOLAGENT_LOG_LEVEL", "info")
+    export_for_children(execution="queue", log_level=None)
+    settings = Settings.from_env()
+    assert settings.execution == "queue" and settings.log_level == "info"  # None leaves a variable alone
+    with pytest.raises(KeyError, match="no setting named 'databse_url'"):
+        export_for_children(databse_url="x")

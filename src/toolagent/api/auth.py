@@ -41,11 +41,6 @@ class Caller:
         return self.level == "admin"
 
     @property
-    def may_edit_agents(self) -> bool:
-        """Every level but `view_only` may create and update agents (deleting needs admin)."""
-        return self.level != "view_only"
-
-    @property
     def context(self) -> CallContext:
         """The call context of this caller's tool calls (principal and API key)."""
         return CallContext(self.principal, api_key=self.api_key)

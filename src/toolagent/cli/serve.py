@@ -11,8 +11,6 @@ workers take turns at its single writer, so writes do not scale with them; on Po
 
 from __future__ import annotations
 
-import os
-
 import typer
 
 from ..engine.logs import configure_logging
@@ -88,17 +86,11 @@ def _serve_workers(host: str, port: int, log_level: str, workers: int, submit: b
     forked) through the environment they inherit."""
     import uvicorn
 
-    from ..settings import ENV_PREFIX
+    from ..settings import export_for_children
 
     config = ServersConfig.load(state.servers)  # fails here, once, on a bad config
-    if state.db:
-        os.environ[f"{ENV_PREFIX}DATABASE_URL"] = state.db
-    if state.servers:
-        os.environ[f"{ENV_PREFIX}MCP_CONFIG"] = str(state.servers)
-    if submit:
-        os.environ[f"{ENV_PREFIX}EXECUTION"] = "queue"
-    if state.debug:
-        os.environ[f"{ENV_PREFIX}LOG_LEVEL"] = "DEBUG"
+    export_for_children(database_url=state.db or None, mcp_config=str(state.servers) if state.servers else None,
+                        execution="queue" if submit else None, log_level="DEBUG" if state.debug else None)
     err.print(f"toolagent API on http://{host}:{port}, {workers} workers (servers: {', '.join(config.enabled) or 'none'})")
     uvicorn.run("toolagent.cli.serve:worker_app", factory=True, host=host, port=port, workers=workers,
                 log_level=log_level)

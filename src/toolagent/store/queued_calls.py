@@ -101,6 +101,15 @@ class QueuedCallStore:
         return bool(conn.execute(_T.delete().where((_T.c.id == execution_id)
                                                    & (_T.c.status == ExecutionStatus.QUEUED))).rowcount)
 
+    @staticmethod
+    def replace_queued_in(conn: sa.Connection, ids: list[str]) -> set[str]:
+        """Inside a batch's insert: remove the `queued` rows of `ids`, so the rows being written can
+        take their ids; returns the ids whose row stays (not queued any more: cancelled meanwhile)."""
+        if not ids:
+            return set()
+        conn.execute(_T.delete().where(_T.c.id.in_(ids) & (_T.c.status == ExecutionStatus.QUEUED)))
+        return set(conn.scalars(sa.select(_T.c.id).where(_T.c.id.in_(ids))))
+
     async def cancel(self, execution_id: str, by: str) -> Execution | None:
         """End a call that has not started `cancelled` (counted in the totals), cancel its job and
         drop its inputs, in one transaction; None when it is not queued."""

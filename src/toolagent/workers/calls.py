@@ -21,15 +21,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
 from ..engine.executions import Execution, ExecutionStore, new_execution_id, resolve_timeout_ms
 from ..engine.permissions import decide
 from ..engine.registry import ToolEntry
 from ..errors import ToolAgentError
 from ..status import CallStatus, ExecutionStatus
-from ..store.db import utcnow
-from ..store.engine_tables import executions as _EXECUTIONS
+from ..store.db import Connection, utcnow
 from ..store.queued_calls import QueuedCallStore
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
 from ..tools.records import Recorder
@@ -49,23 +46,18 @@ class NotQueued(Exception):
 class _TakingExecutions(ExecutionStore):
     """Writes a queued call's first row in place of its `queued` one."""
 
-    def insert_many_in(self, conn: sa.Connection, executions: Sequence[Execution]) -> None:
+    def insert_many_in(self, conn: Connection, executions: Sequence[Execution]) -> None:
         """Insert `executions`, each replacing the `queued` row of its id.
 
         An admitted call's `queued` row is already gone (its admission hook took it, see
         `_take`); a call the gate refused replaces it here. A row that is no longer queued (the
         call was cancelled meanwhile) stays as it is.
         """
-        ids = [e.id for e in executions]
-        if ids:
-            conn.execute(_EXECUTIONS.delete().where(_EXECUTIONS.c.id.in_(ids)
-                                                    & (_EXECUTIONS.c.status == ExecutionStatus.QUEUED)))
-            kept = set(conn.scalars(sa.select(_EXECUTIONS.c.id).where(_EXECUTIONS.c.id.in_(ids))))
-            executions = [e for e in executions if e.id not in kept]
-        super().insert_many_in(conn, executions)
+        kept = QueuedCallStore.replace_queued_in(conn, [e.id for e in executions])
+        super().insert_many_in(conn, [e for e in executions if e.id not in kept])
 
 
-def _take(conn: sa.Connection, execution: Execution) -> None:
+def _take(conn: Connection, execution: Execution) -> None:
     """Admission hook of a queued call: take its `queued` row, in the admission transaction, so the
     key re-check, the limit counters and the claim commit together.
 
