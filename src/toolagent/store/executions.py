@@ -53,6 +53,9 @@ DURATION_BUCKETS_S: Final[tuple[float, ...]] = (
 _BOUNDS_MS: Final = tuple(b * 1000 for b in DURATION_BUCKETS_S)
 
 _T = et.executions
+#: Who cancelled a run (read at every admission of one of its calls; built once).
+_RUN_CANCELLED_BY = sa.select(et.run_cancellations.c.requested_by).where(
+    et.run_cancellations.c.run_id == sa.bindparam("b_run_id"))
 _TOT = et.execution_totals
 _BKT = et.execution_buckets
 
@@ -369,8 +372,7 @@ class ExecutionStore:
 
     def run_cancelled_by(self, conn: sa.Connection, run_id: str) -> str | None:
         """Who cancelled `run_id`, if anyone (inside the caller's transaction)."""
-        rc = et.run_cancellations
-        return conn.scalar(sa.select(rc.c.requested_by).where(rc.c.run_id == run_id))
+        return conn.scalar(_RUN_CANCELLED_BY, {"b_run_id": run_id})
 
     async def close_interrupted(self, me: Owner, now: datetime) -> list[str]:
         """Close as `failed` / `interrupted` the running rows whose process is certainly gone (module docstring)."""
