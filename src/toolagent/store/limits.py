@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from . import engine_tables as et
 from .db import Database
+from .prepared import Prepared
 
 
 class LimitCounters:
@@ -27,14 +28,14 @@ class LimitCounters:
         # Built once, with bound parameters (`take` runs on every tool execution).
         t, c = et.limit_counters, et.limit_counters.c
         key, window = sa.bindparam("b_key"), sa.bindparam("b_window")
-        self._bump = (t.update().where((c.key == key) & (c.window_no == window) & (c.calls < sa.bindparam("b_limit")))
-                      .values(calls=c.calls + 1).returning(c.calls))
+        self._bump = Prepared(t.update().where((c.key == key) & (c.window_no == window) & (c.calls < sa.bindparam("b_limit")))
+                              .values(calls=c.calls + 1).returning(c.calls))
         # `<` rather than `!=`: a process whose clock lags must not reset a newer window.
-        self._reset = (t.update().where((c.key == key) & (c.window_no < window))
-                       .values(window_no=window, calls=1).returning(c.calls))
+        self._reset = Prepared(t.update().where((c.key == key) & (c.window_no < window))
+                               .values(window_no=window, calls=1).returning(c.calls))
         insert_fn = sqlite.insert if db.is_sqlite else postgresql.insert
-        self._create = (insert_fn(t).values(key=key, window_no=window, calls=1)
-                        .on_conflict_do_nothing(index_elements=[c.key]).returning(c.calls))
+        self._create = Prepared(insert_fn(t).values(key=key, window_no=window, calls=1)
+                                .on_conflict_do_nothing(index_elements=[c.key]).returning(c.calls))
 
     def take_in(self, conn: sa.Connection, key: str, window_no: int, limit: int) -> int | None:
         """One unit from counter `key` in window `window_no`, inside `conn`'s transaction.
@@ -43,16 +44,16 @@ class LimitCounters:
             The calls counted in the window now, or None when `limit` were counted already.
         """
         params = {"b_key": key, "b_window": window_no, "b_limit": limit}
-        row = conn.execute(self._bump, params).first()
+        row = self._bump.execute(conn, params).first()
         if row is not None:
             return int(row.calls)
         # No row for this window: an older window's row starts over, else the first row is made.
-        if conn.execute(self._reset, params).first() is not None:
+        if self._reset.execute(conn, params).first() is not None:
             return 1
-        if conn.execute(self._create, params).first() is not None:
+        if self._create.execute(conn, params).first() is not None:
             return 1
         # Another transaction made or reset the row meanwhile: count against it.
-        row = conn.execute(self._bump, params).first()
+        row = self._bump.execute(conn, params).first()
         return int(row.calls) if row is not None else None
 
     async def read(self, keys: Sequence[str]) -> dict[str, tuple[int, int]]:

@@ -9,6 +9,9 @@ connection's dialect and the keys given, and then only converts each parameter w
 column type's own bind processor (the same conversion SQLAlchemy applies: JSON to text,
 datetimes to SQLite's format) before handing the row to the driver. The statement runs in the
 caller's transaction, as `conn.execute` would.
+
+Rows come back as the driver returns them, with no result processing: a statement that returns
+columns must return plain integers and strings (a counter, a hash), never datetimes or JSON.
 """
 
 from __future__ import annotations
