@@ -15,9 +15,8 @@ import anyio
 import pytest
 import sqlalchemy as sa
 
-from toolagent.engine.audit import (
-    GENESIS_HASH, AuditChainBroken, AuditEntry, AuditLog, canonical_json, check_records, row_hash,
-)
+from toolagent.engine.audit import GENESIS_HASH, AuditChainBroken, AuditEntry, AuditLog
+from toolagent.engine.audit_chain import canonical_json, check_records, row_hash
 from toolagent.engine.redaction import REDACTED
 from toolagent.store import Store, open_store
 
