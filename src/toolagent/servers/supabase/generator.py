@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass
 
 from .catalog import Catalog
-from .phrases import choose_table, scan
+from .phrases import scan
+from .table_choice import choose_table
 from .question import NotUnderstood, Question, quote_ident
 from .columns import QUALIFIER
 from .plan import Order, Plan, PlannedAggregate

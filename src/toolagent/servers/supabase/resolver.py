@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from .columns import Match, Ref
 from .filters import FilterPhrases
-from .phrases import BUCKETS, TIME_NOUNS, outside_mentions
+from .phrases import BUCKETS, TIME_NOUNS
 from .plan import Group, Order, Plan, PlannedAggregate
 from .question import FILLER, NotUnderstood
+from .table_choice import outside_mentions
 
 
 class Resolver(FilterPhrases):
