@@ -242,13 +242,37 @@ _STEPS: tuple[Callable[[str], str], ...] = (
 )
 
 
+# Something every shape rule needs in order to match (a `:` or `=` for pairs, URLs and headers, a
+# vendor prefix, `eyJ`, a PEM header, `bearer`, a 32-character run): text with none of them is
+# left as it is after one scan instead of eight.
+_MAYBE_SECRET = re.compile(
+    r"[:=]|-----BEGIN|eyJ|(?i:bearer)|sk-|[sr]k_|whsec_|gh[pousr]_|github_pat_|glpat-|xox[abprse]-|AKIA|ASIA|AIza"
+    r"|npm_|hf_|ta_|[A-Za-z0-9+/_\-]{32}"
+)
+#: Texts up to this long have their shape-rule result cached (statuses, names and argument values
+#: recur on every call of a tool).
+_CACHED_TEXT_CHARS = 256
+
+
+@functools.lru_cache(maxsize=8192)
+def _redact_short(text: str) -> str:
+    return _redact_shapes(text)
+
+
+def _redact_shapes(text: str) -> str:
+    if _MAYBE_SECRET.search(text) is None:
+        return text
+    for step in _STEPS:
+        text = step(text)
+    return text
+
+
 def redact_text(text: str) -> str:
     """Replace every secret-shaped part of `text` (a log line, an error message, a URL), and every
     remembered secret value, by `[REDACTED]`."""
     if not text:
         return text
-    for step in _STEPS:
-        text = step(text)
+    text = _redact_short(text) if len(text) <= _CACHED_TEXT_CHARS else _redact_shapes(text)
     return redact_known(text)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from toolagent.engine import redaction
 from toolagent.engine.redaction import REDACTED, is_sensitive_key, key_parts, looks_random, redact, redact_text
 
 # Fixed, obviously fake key material so the cases are deterministic.
@@ -257,3 +258,38 @@ def test_binary_media_in_content_blocks_is_kept_but_text_like_blocks_are_scanned
     assert out[0]["data"] == png and out[1]["resource"]["blob"] == png
     assert out[2]["resource"]["blob"] == REDACTED and out[3]["resource"]["text"] == REDACTED
     assert out[4]["text"] == f"key {REDACTED}"
+
+
+def _every_rule(text: str) -> str:
+    """`text` through every shape rule, with no pre-check: what the pre-check must never skip."""
+    for step in redaction._STEPS:
+        text = step(text)
+    return text
+
+
+def test_the_pre_check_never_skips_text_a_shape_rule_would_change() -> None:
+    # Pieces of every rule's trigger, shuffled into random texts: a text the rules change must
+    # pass the cheap pre-check, or a secret would be stored as it is.
+    import random
+
+    pieces = ["bearer ", "Bearer ", "Authorization", ": ", "=", "://", "u:p@h", "eyJ", "abcdefgh.", "-----BEGIN ",
+              "RSA PRIVATE KEY-----", "sk-", "sk_live_", "rk_test_", "whsec_", "ghp_", "github_pat_", "glpat-",
+              "xoxb-", "AKIA", "AIza", "npm_", "hf_", "ta_", "password", "token", " ", "x", "Q9z", "0123456789",
+              "aB3" * 4, "/", "-", "_", "'", '"', HEX_KEY[:20], B64_KEY[:20]]
+    rng = random.Random(7)
+    changed = 0
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+        if _every_rule(text) != text:
+            changed += 1
+            assert redaction._MAYBE_SECRET.search(text), text
+    assert changed > 500  # the corpus does exercise the rules
+
+
+def test_long_and_repeated_texts_are_masked_alike() -> None:
+    # Short texts are cached, long ones are not; both give the same answer, every time.
+    short = "password=hunter2"
+    long = "x " * 200 + short
+    for _ in range(2):
+        assert redact_text(short) == f"password={REDACTED}"
+        assert redact_text(long) == "x " * 200 + f"password={REDACTED}"
