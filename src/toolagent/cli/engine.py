@@ -12,9 +12,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..engine import Execution, HistoryQuery
+from ..engine import HistoryQuery
 from ..errors import UsageError
 from ..status import ExecutionStatus
+from ..store.executions import Execution
 from ._app import app, emit_json, err, out, run, state
 from ._runtime import open_engine
 from ._tables import Column, fitted_table, time_cell

@@ -18,7 +18,7 @@ from typing import IO, Any, Literal
 import anyio
 
 from ..status import AuditOutcome
-from ..store.audit import AUDIT_LOCK_KEY, GENESIS_HASH, AuditChainBroken, AuditRows
+from ..store.audit import GENESIS_HASH, AuditRows
 from ..store.db import Connection, Database, utcnow
 from .audit_chain import (
     TIME_FIELDS, AuditRecord, AuditVerification, ChainChecker, canonical_json, iso_utc, row_hash, to_utc,
@@ -276,4 +276,4 @@ class AuditLog:
         return count
 
 
-__all__ = ["AUDIT_LOCK_KEY", "GENESIS_HASH", "AuditChainBroken", "AuditEntry", "AuditLog", "Decision", "Outcome"]
+__all__ = ["AuditEntry", "AuditLog", "Decision", "Outcome"]
