@@ -32,6 +32,7 @@ from .audit_key import keyed_genesis
 #: The datetime fields of a row, hashed and exported as UTC ISO strings.
 TIME_FIELDS = ("recorded_at", "started_at", "ended_at")
 
+
 @dataclass(frozen=True)
 class AuditRecord:
     """A stored audit row."""

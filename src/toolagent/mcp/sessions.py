@@ -42,6 +42,7 @@ STARTING_NOTICE_S = 1.0
 #: Told a server's name and its connect timeout when its start takes longer than `STARTING_NOTICE_S`.
 StartingCallback = Callable[[str, float], None]
 
+
 @dataclass(eq=False)
 class ServerConnection:
     """One configured server: its live session (if open), its cached tool list and its stderr."""
