@@ -257,7 +257,7 @@ def test_overrides_merge_and_are_validated() -> None:
     assert plan.stop_on_error is False and plan.mode.value == "parallel"
     assert plan.steps[1].params.render({}) == {"a": 1, "b": 2}
     narrowed = plan_build(base, {"tools": ["probe/add"]})
-    assert narrowed.tools == ["probe/add"]
+    assert narrowed.tools == ("probe/add",)
     with pytest.raises(UsageError, match="did you mean 'stopOnError'"):
         plan_build(base, {"stopOnErrors": True})
     with pytest.raises(DefinitionInvalid, match="must include namespace"):

@@ -75,6 +75,7 @@ def serve(
         err.print(f"toolagent API on http://{host}:{port} (servers: {', '.join(config.enabled) or 'none'})")
         api = create_app(db=state.db, servers=config)
         api.state.submit_runs = submit  # read by the BUILD route (see `toolagent.workers`)
+        api.state.freeze_heap = True  # this process is the server's own (`toolagent._heap`)
         server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level=log_level))
         await server.serve()
 
@@ -104,4 +105,5 @@ def worker_app() -> object:
     configure_logging(lifecycle=True)
     api = create_app(servers=ServersConfig.load())
     api.state.submit_runs = submitting(False)
+    api.state.freeze_heap = True
     return api

@@ -44,6 +44,7 @@ def worker(
     from ..engine.logs import configure_logging
     from ..mcp.config import ServersConfig
     from ..runs.flow import FlowCap
+    from .._heap import freeze_long_lived
     from ..runtime import open_runtime
     from ..workers.worker import run_worker
 
@@ -61,6 +62,8 @@ def worker(
                 raise fail("toolagent worker needs PostgreSQL: set TOOLAGENT_DATABASE_URL (or --db) to "
                            "postgresql://USER@HOST/DB; with SQLite, `toolagent build` runs in its own process",
                            EXIT_USAGE)
+
+            freeze_long_lived()  # this process is the worker's own (`toolagent._heap`)
 
             def ready(worker_id: int | None) -> None:
                 err.print(f"worker {worker_id} ready on {', '.join(names)} (concurrency {concurrency})", markup=False)

@@ -365,24 +365,36 @@ def _is_media_block(obj: Mapping[Any, Any]) -> bool:
     return not (mime.startswith("text/") or "json" in mime or "xml" in mime or "yaml" in mime)
 
 
+_SCALARS = frozenset({bool, int, float, type(None)})
+
+
 def _redact(obj: Any, depth: int) -> Any:
+    # Exact-type checks first: JSON data is made of plain dicts, lists and scalars, and an ABC
+    # `isinstance` costs several times as much (this runs for every node of every stored row).
     if depth > MAX_DEPTH:
         return REDACTED
-    if isinstance(obj, str):
-        return redact_text(obj)
-    if obj is None or isinstance(obj, (bool, int, float)):
+    kind = type(obj)
+    if kind is str:
+        return redact_text(obj) if obj else obj
+    if kind in _SCALARS:
         return obj
-    if isinstance(obj, Mapping):
+    if kind is dict or isinstance(obj, Mapping):
         media = _is_media_block(obj)
         out: dict[Any, Any] = {}
         for k, v in obj.items():
-            if isinstance(k, str) and is_sensitive_key(k) and v is not None and not isinstance(v, bool):
+            if type(k) is str and is_sensitive_key(k) and v is not None and type(v) is not bool:
                 out[k] = REDACTED
-            elif media and k in _MEDIA_KEYS and isinstance(v, str):
+            elif media and k in _MEDIA_KEYS and type(v) is str:
                 out[k] = v
             else:
                 out[k] = _redact(v, depth + 1)
         return out
+    if kind is list:
+        return [_redact(v, depth + 1) for v in obj]
+    if isinstance(obj, str):
+        return redact_text(obj)
+    if obj is None or isinstance(obj, (bool, int, float)):
+        return obj
     if isinstance(obj, (list, tuple, set, frozenset)):
         items = [_redact(v, depth + 1) for v in obj]
         if isinstance(obj, list):
@@ -399,7 +411,6 @@ def _redact(obj: Any, depth: int) -> Any:
         return copy.deepcopy(obj)
     except Exception:  # noqa: BLE001 - an uncopyable object is passed through as-is
         return obj
-
 
 __all__ = ["MAX_DEPTH", "MIN_KNOWN_SECRET", "MIN_SECRET_RUN", "REDACTED", "is_sensitive_key", "key_parts", "looks_random",
            "redact", "redact_text", "redact_values", "remember_secrets", "secret_values"]

@@ -35,9 +35,12 @@ class FlowCap:
 
     def apply(self, value: Any) -> Any:
         """A copy of `value` with lists and strings cut to the bounds."""
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str or isinstance(value, str):
             return value if len(value) <= self.max_chars else value[: self.max_chars] + f"… [{len(value) - self.max_chars} more chars]"
-        if isinstance(value, Mapping):
+        if kind in (int, float, bool) or value is None:
+            return value  # JSON scalars: spares the ABC checks below
+        if kind is dict or isinstance(value, Mapping):
             return {k: self.apply(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.apply(v) for v in value[: self.max_items]]

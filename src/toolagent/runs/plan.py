@@ -6,6 +6,7 @@ import copy
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..agents.loaders import LoadedAgent
@@ -41,10 +42,10 @@ class BuildPlan:
     deliverable_type: str
     overrides: dict[str, Any]
 
-    @property
-    def tools(self) -> list[str]:
-        """Tool names in run order."""
-        return [s.tool for s in self.steps]
+    @cached_property
+    def tools(self) -> tuple[str, ...]:
+        """Tool names in run order (made once: every step's call context carries them)."""
+        return tuple(s.tool for s in self.steps)
 
 
 def merge_overrides(definition: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

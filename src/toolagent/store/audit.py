@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from ..errors import StoreError
 from .audit_tables import audit_head, audit_log
 from .db import Database
+from .prepared import Prepared
 
 #: `prev_hash` of the first row.
 GENESIS_HASH = "0" * 64
@@ -40,13 +41,13 @@ class AuditRows:
         # statement with inline values costs more than executing it.
         head = audit_head.c
         # SQLite: one statement both takes the write lock and reads the head.
-        self._claim_head = (audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
-                            .returning(head.seq, head.hash))
-        self._read_head = sa.select(head.seq, head.hash).where(head.id == 1)
-        self._insert_row = audit_log.insert()
+        self._claim_head = Prepared(audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
+                                    .returning(head.seq, head.hash))
+        self._read_head = Prepared(sa.select(head.seq, head.hash).where(head.id == 1))
+        self._insert_row = Prepared(audit_log.insert())
         self._insert_head = audit_head.insert()
-        self._move_head = audit_head.update().where(head.id == 1).values(
-            seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now"))
+        self._move_head = Prepared(audit_head.update().where(head.id == 1).values(
+            seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now")))
 
     def append_in(self, conn: sa.Connection, values: Mapping[str, Any], now: datetime, row_hash: RowHash,
                   genesis: str = GENESIS_HASH) -> int:
@@ -78,10 +79,10 @@ class AuditRows:
             # The head is read by a write (UPDATE ... RETURNING), which takes SQLite's write lock
             # first (the same as BEGIN IMMEDIATE); a plain read first would let two writers chain
             # on the same row.
-            head = conn.execute(self._claim_head, {"b_now": now}).first()
+            head = self._claim_head.execute(conn, {"b_now": now}).first()
         else:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY})
-            head = conn.execute(self._read_head).first()
+            head = self._read_head.execute(conn, {}).first()
         if head is None:
             if conn.scalar(sa.select(sa.func.count()).select_from(audit_log)):
                 raise AuditChainBroken("the audit chain head is missing but audit rows exist: "
@@ -96,11 +97,11 @@ class AuditRows:
             digest = row_hash(row, prev_hash)
             chained.append({**row, "prev_hash": prev_hash, "hash": digest})
             prev_hash = digest
-        conn.execute(self._insert_row, chained[0] if len(chained) == 1 else chained)
+        self._insert_row.execute(conn, chained[0] if len(chained) == 1 else chained)
         if head is None:
             conn.execute(self._insert_head, {"id": 1, "seq": seq, "hash": prev_hash, "updated_at": now})
         else:
-            conn.execute(self._move_head, {"b_seq": seq, "b_hash": prev_hash, "b_now": now})
+            self._move_head.execute(conn, {"b_seq": seq, "b_hash": prev_hash, "b_now": now})
         return [c["seq"] for c in chained]
 
     async def head(self) -> tuple[int, str] | None:

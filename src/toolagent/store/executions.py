@@ -31,6 +31,7 @@ from ..status import FINAL_EXECUTION_STATUSES, ExecutionStatus
 from ..tools.spec import ToolResult
 from . import engine_tables as et
 from .db import Database, as_utc
+from .prepared import Prepared
 from .owner import Owner, boot_id, gone, pid_alive
 
 if TYPE_CHECKING:
@@ -53,6 +54,9 @@ DURATION_BUCKETS_S: Final[tuple[float, ...]] = (
 _BOUNDS_MS: Final = tuple(b * 1000 for b in DURATION_BUCKETS_S)
 
 _T = et.executions
+#: Who cancelled a run (read at every admission of one of its calls; built once).
+_RUN_CANCELLED_BY = Prepared(sa.select(et.run_cancellations.c.requested_by).where(
+    et.run_cancellations.c.run_id == sa.bindparam("b_run_id")))
 _TOT = et.execution_totals
 _BKT = et.execution_buckets
 
@@ -209,22 +213,23 @@ class ExecutionStore:
     def __init__(self, db: Database) -> None:
         self.db = db
         # Built once: these run with every execution.
-        self._insert_row = _T.insert()
-        self._finish_row = _T.update().where((_T.c.id == sa.bindparam("k_id")) & (_T.c.status == ExecutionStatus.RUNNING))
+        self._insert_row = Prepared(_T.insert())
+        self._finish_row = Prepared(
+            _T.update().where((_T.c.id == sa.bindparam("k_id")) & (_T.c.status == ExecutionStatus.RUNNING)))
         insert = sqlite.insert if db.is_sqlite else postgresql.insert
         ins = insert(_TOT)
         x = ins.excluded
-        self._upsert_totals = ins.on_conflict_do_update(
+        self._upsert_totals = Prepared(ins.on_conflict_do_update(
             index_elements=[_TOT.c.tool, _TOT.c.user_name, _TOT.c.status, _TOT.c.denial],
             set_={"calls": _TOT.c.calls + x.calls, "timed": _TOT.c.timed + x.timed,
                   "duration_sum_ms": _TOT.c.duration_sum_ms + x.duration_sum_ms, "category": x.category,
                   "last_started_at": sa.case(
                       (_TOT.c.last_started_at.is_(None) | (x.last_started_at > _TOT.c.last_started_at), x.last_started_at),
                       else_=_TOT.c.last_started_at)},
-        )
+        ))
         bins = insert(_BKT)
-        self._upsert_buckets = bins.on_conflict_do_update(
-            index_elements=[_BKT.c.tool, _BKT.c.bucket], set_={"calls": _BKT.c.calls + bins.excluded.calls})
+        self._upsert_buckets = Prepared(bins.on_conflict_do_update(
+            index_elements=[_BKT.c.tool, _BKT.c.bucket], set_={"calls": _BKT.c.calls + bins.excluded.calls}))
 
     def _add_totals(self, conn: sa.Connection, ended: Sequence[_Ended]) -> None:
         """Count executions that ended into `execution_totals` and `execution_buckets` (same transaction)."""
@@ -245,11 +250,11 @@ class ExecutionStore:
         bins = [{"tool": k[0], "bucket": k[1], "calls": n} for k, n in sorted(buckets.items())]
         for stmt, params in ((self._upsert_totals, rows), (self._upsert_buckets, bins)):
             if params:
-                conn.execute(stmt, params[0] if len(params) == 1 else params)
+                stmt.execute(conn, params[0] if len(params) == 1 else params)
 
     def insert(self, conn: sa.Connection, execution: Execution) -> None:
         """Insert a record inside the caller's transaction (a final one is counted in the totals)."""
-        conn.execute(self._insert_row, row_values(execution))
+        self._insert_row.execute(conn, row_values(execution))
         if execution.status in FINAL_STATUSES:
             self._add_totals(conn, [_Ended.of(execution)])
 
@@ -258,7 +263,7 @@ class ExecutionStore:
         caller's (`add_totals_in`), so a batch counts all of its ended calls at once."""
         if executions:
             rows = [row_values(e) for e in executions]
-            conn.execute(self._insert_row, rows[0] if len(rows) == 1 else rows)
+            self._insert_row.execute(conn, rows[0] if len(rows) == 1 else rows)
 
     def add_totals_in(self, conn: sa.Connection, executions: Sequence[Execution]) -> None:
         """Count ended executions into the totals inside the caller's transaction (their rows
@@ -279,7 +284,7 @@ class ExecutionStore:
 
     def _end_in(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended | None) -> bool:
         """Set a final state if the row is still running, and count it in the totals; False otherwise."""
-        result = conn.execute(self._finish_row, {"k_id": execution_id, **values})
+        result = self._finish_row.execute(conn, {"k_id": execution_id, **values})
         if result.rowcount and ended is not None:
             self._add_totals(conn, [ended])
         return bool(result.rowcount)
@@ -369,8 +374,7 @@ class ExecutionStore:
 
     def run_cancelled_by(self, conn: sa.Connection, run_id: str) -> str | None:
         """Who cancelled `run_id`, if anyone (inside the caller's transaction)."""
-        rc = et.run_cancellations
-        return conn.scalar(sa.select(rc.c.requested_by).where(rc.c.run_id == run_id))
+        return _RUN_CANCELLED_BY.execute(conn, {"b_run_id": run_id}).scalar()
 
     async def close_interrupted(self, me: Owner, now: datetime) -> list[str]:
         """Close as `failed` / `interrupted` the running rows whose process is certainly gone (module docstring)."""

@@ -7,6 +7,7 @@ memory keeps the real values.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -151,10 +152,7 @@ class RunStore:
         steps = [redact_values(s, data=_STEP_DATA, text=_STEP_TEXT) for s in steps]
         me = Owner.current()
         values = {"owner_pid": me.pid, "owner_host": me.host, "owner_boot": me.boot, **values}
-        async with self.db.begin() as conn:
-            await conn.execute(t.runs.insert().values(**values))
-            if steps:
-                await conn.execute(t.run_steps.insert(), [{"run_id": values["id"], **s} for s in steps])
+        await self.db.write(_insert_run, values, steps)
 
     async def close_interrupted(self, me: Owner | None = None, *, run_id: str | None = None) -> list[str]:
         """Close as `failed` the running runs whose process is certainly gone (see `owner.gone`):
@@ -222,15 +220,7 @@ class RunStore:
         if not rows:
             return
         rows = [redact_values(r, data=_STEP_DATA, text=_STEP_TEXT) for r in rows]
-        keys = sorted(k for k in rows[0] if k != "position")
-        live = sa.exists().where((t.runs.c.id == run_id) & (t.runs.c.status == RunStatus.RUNNING))
-        stmt = (
-            t.run_steps.update()
-            .where((t.run_steps.c.run_id == run_id) & (t.run_steps.c.position == sa.bindparam("b_position")) & live)
-            .values({k: sa.bindparam(f"b_{k}") for k in keys})
-        )
-        async with self.db.begin() as conn:
-            await conn.execute(stmt, [{f"b_{k}": row[k] for k in ("position", *keys)} for row in rows])
+        await self.db.write(_update_steps, run_id, rows)
 
     async def finish_run(self, run_id: str, *, deliverable: dict[str, Any] | None, **values: Any) -> bool:
         """Set the run's outcome and save its deliverable in one transaction, if the run is still
@@ -243,16 +233,9 @@ class RunStore:
             deliverable = redact_values(deliverable, data=("data", "metadata"))
             if isinstance(deliverable.get("content"), str):
                 deliverable["content"] = redact_known(deliverable["content"])
-        async with self.db.begin() as conn:
-            if deliverable is not None:
-                values["deliverable_id"] = deliverable["id"]
-            done = await conn.execute(t.runs.update().where((t.runs.c.id == run_id) & (t.runs.c.status == RunStatus.RUNNING))
-                                      .values(**values))
-            if not done.rowcount:
-                return False
-            if deliverable is not None:
-                await conn.execute(t.deliverables.insert().values(run_id=run_id, **deliverable))
-        return True
+        if deliverable is not None:
+            values["deliverable_id"] = deliverable["id"]
+        return await self.db.write(_finish_run, run_id, values, deliverable)
 
     async def get_run(self, run_id: str) -> RunRow:
         """One run.
@@ -325,3 +308,48 @@ class RunStore:
         if row is None:
             raise NotFound(f"deliverable '{deliverable_id}' not found")
         return _row(DeliverableRow, row)
+
+
+# The write verbs' transactions, run by `Database.write` (a synchronous connection: on SQLite
+# inline when the database is free, so a run's records cost no thread hop per statement).
+
+def _insert_run(conn: sa.Connection, values: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+    conn.execute(t.runs.insert(), values)
+    if steps:
+        conn.execute(t.run_steps.insert(), [{"run_id": values["id"], **s} for s in steps])
+
+
+@functools.lru_cache(maxsize=32)
+def _steps_update(keys: tuple[str, ...]) -> sa.Update:
+    """The UPDATE of a running run's steps setting `keys` (built once per set of keys: building a
+    statement costs more than running it)."""
+    live = sa.exists().where((t.runs.c.id == sa.bindparam("b_run_id")) & (t.runs.c.status == RunStatus.RUNNING))
+    return (
+        t.run_steps.update()
+        .where((t.run_steps.c.run_id == sa.bindparam("b_run_id")) & (t.run_steps.c.position == sa.bindparam("b_position"))
+               & live)
+        .values({k: sa.bindparam(f"b_{k}") for k in keys})
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _run_finish(keys: tuple[str, ...]) -> sa.Update:
+    """The UPDATE that ends a running run, setting `keys`."""
+    return (t.runs.update().where((t.runs.c.id == sa.bindparam("b_id")) & (t.runs.c.status == RunStatus.RUNNING))
+            .values({k: sa.bindparam(f"b_{k}") for k in keys}))
+
+
+def _update_steps(conn: sa.Connection, run_id: str, rows: list[dict[str, Any]]) -> None:
+    keys = tuple(sorted(k for k in rows[0] if k != "position"))
+    conn.execute(_steps_update(keys), [{"b_run_id": run_id, **{f"b_{k}": row[k] for k in ("position", *keys)}}
+                                       for row in rows])
+
+
+def _finish_run(conn: sa.Connection, run_id: str, values: dict[str, Any], deliverable: dict[str, Any] | None) -> bool:
+    keys = tuple(sorted(values))
+    done = conn.execute(_run_finish(keys), {"b_id": run_id, **{f"b_{k}": values[k] for k in keys}})
+    if not done.rowcount:
+        return False
+    if deliverable is not None:
+        conn.execute(t.deliverables.insert(), {"run_id": run_id, **deliverable})
+    return True

@@ -88,9 +88,10 @@ def surely_within(value: Any, max_bytes: int) -> bool:
         seen += 1
         if seen > _QUICK_NODES:
             return False
-        if isinstance(v, str):
+        kind = type(v)
+        if kind is str or isinstance(v, str):
             total += _MAX_CHAR_BYTES * len(v) + 2
-        elif isinstance(v, Mapping):
+        elif kind is dict or isinstance(v, Mapping):
             total += 2 + len(v)
             for k, item in v.items():
                 total += _MAX_CHAR_BYTES * len(str(k)) + 3

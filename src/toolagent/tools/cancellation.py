@@ -106,6 +106,9 @@ class Cancellation:
             if not self._active:
                 self._wake = anyio.Event()
                 await self._wake.wait()
+                # A request needs a running row to flag, so it can wait one period like any other:
+                # calls shorter than that never cost a read, and a burst of them shares the next.
+                await anyio.sleep(self.poll_s)
                 continue
             try:
                 # Shielded: a read cut short leaves SQLAlchemy closing its connection in a task of

@@ -1,0 +1,69 @@
+"""`Prepared`: a statement run through the driver stores exactly what SQLAlchemy's own path stores."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+import sqlalchemy as sa
+
+from toolagent.status import ExecutionStatus
+from toolagent.store import open_store
+from toolagent.store import engine_tables as et
+from toolagent.store.prepared import Prepared
+
+pytestmark = pytest.mark.anyio
+
+T = et.executions
+WHEN = datetime(2026, 11, 24, 3, 4, 5, 678901, tzinfo=UTC)
+
+
+def _row(execution_id: str, **extra: object) -> dict[str, object]:
+    return {"id": execution_id, "tool": "bench/echo", "category": "general", "risk": "safe", "status": ExecutionStatus.RUNNING,
+            "denied": False, "denial": None, "user_name": "ana", "level": "admin", "api_key_id": None, "session_id": None,
+            "run_id": None, "metadata": {"k": [1, "two", None]}, "arguments": {"text": "héllo", "n": 2.5},
+            "timeout_ms": 30_000, "started_at": WHEN, "ended_at": None, "duration_ms": None, "result": None,
+            "error": None, "reason": None, "owner_pid": 1, "owner_host": "h", "owner_boot": "b", **extra}
+
+
+async def test_rows_written_through_the_driver_read_back_like_rows_written_by_sqlalchemy(db_url: str) -> None:
+    insert = Prepared(T.insert())
+    finish = Prepared(T.update().where((T.c.id == sa.bindparam("k_id")) & (T.c.status == ExecutionStatus.RUNNING)))
+    done = {"status": ExecutionStatus.SUCCESS, "ended_at": WHEN, "duration_ms": 1.5,
+            "result": {"isError": False, "content": [{"type": "text", "text": "ok"}]}, "error": None}
+    async with open_store(db_url) as store:
+        def write(conn: sa.Connection) -> list[int]:
+            conn.execute(T.insert(), _row("by-sqlalchemy"))
+            insert.execute(conn, _row("by-driver"))
+            insert.execute(conn, [_row("many-1"), _row("many-2")])
+            counts = [conn.execute(T.update().where((T.c.id == "by-sqlalchemy") & (T.c.status == ExecutionStatus.RUNNING))
+                                   .values(**done)).rowcount]
+            counts += [finish.execute(conn, {"k_id": key, **done}).rowcount for key in ("by-driver", "by-driver", "many-1")]
+            return counts
+
+        counts = await store.db.write(write)
+        async with store.db.begin() as conn:
+            rows = {r.id: r._asdict() for r in await conn.execute(sa.select(T))}
+    # The fixed `status = 'running'` condition is applied: a second finish finds nothing.
+    assert counts == [1, 1, 0, 1]
+    reference = rows.pop("by-sqlalchemy")
+    for key in ("by-driver", "many-1"):
+        assert {k: v for k, v in rows[key].items() if k != "id"} == {k: v for k, v in reference.items() if k != "id"}
+    assert rows["many-2"]["status"] == ExecutionStatus.RUNNING and rows["many-2"]["metadata"] == {"k": [1, "two", None]}
+    assert rows["by-driver"]["result"] == done["result"] and rows["by-driver"]["arguments"] == {"text": "héllo", "n": 2.5}
+
+
+async def test_returning_and_statements_it_cannot_prepare_still_run(db_url: str) -> None:
+    in_list = Prepared(sa.select(T.c.id).where(T.c.id.in_(sa.bindparam("ids", expanding=True))).order_by(T.c.id))
+    returning = Prepared(T.update().where(T.c.id == sa.bindparam("k_id")).values(reason=sa.bindparam("b_reason"))
+                         .returning(T.c.id, T.c.reason))
+    async with open_store(db_url) as store:
+        def write(conn: sa.Connection) -> tuple[list[str], tuple[str, str] | None]:
+            conn.execute(T.insert(), [_row("a"), _row("b"), _row("c")])
+            ids = [r.id for r in in_list.execute(conn, {"ids": ["a", "c", "zz"]})]
+            row = returning.execute(conn, {"k_id": "b", "b_reason": "because"}).first()
+            return ids, None if row is None else (row[0], row[1])
+
+        ids, returned = await store.db.write(write)
+    assert ids == ["a", "c"]  # an expanding IN list takes SQLAlchemy's own path
+    assert returned == ("b", "because")
