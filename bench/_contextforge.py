@@ -30,6 +30,8 @@ from pathlib import Path
 
 import httpx
 
+from _processes import stop
+
 #: What pip installs (pin a version with --peer-spec).
 DEFAULT_SPEC = "mcp-contextforge-gateway"
 #: The gateway's start can take a minute the first time (it migrates its database).
@@ -131,7 +133,7 @@ def table_rows(path: Path) -> dict[str, int]:
 
 @contextlib.contextmanager
 def gateway(venv: Path, workdir: Path, port: int) -> Iterator[Gateway]:
-    """`mcpgateway` on 127.0.0.1:`port`, working in `workdir`; stopped (SIGTERM) afterwards.
+    """`mcpgateway` on 127.0.0.1:`port`, working in `workdir`; stopped (`_processes.stop`) afterwards.
 
     Raises:
         PeerUnavailable: it exited or did not answer /health in time, or no token could be made.
@@ -165,12 +167,7 @@ def gateway(venv: Path, workdir: Path, port: int) -> Iterator[Gateway]:
             raise PeerUnavailable(f"could not make a ContextForge token: {made.stderr.strip()[-500:]}")
         yield Gateway(url, proc.pid, token, workdir, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
 
 
 @contextlib.contextmanager
@@ -190,8 +187,7 @@ def http_bench_server(script: Path, port: int, workdir: Path) -> Iterator[str]:
             time.sleep(0.1)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
 
 
 @contextlib.contextmanager

@@ -41,6 +41,9 @@ same clients (100 by default, `--clients`): toolagent's `POST /api/tools/execute
 ContextForge keeps one upstream session per client instead of opening one per call). It prints
 each phase, the best round of each with the ratios, and the rows each one's database gained per
 call. The script fails with the step and the reason if the peer cannot be installed or started.
+
+Its helpers: bench/_load.py (a load phase and its figures), bench/_api_server.py (the API and the
+relay in subprocesses), bench/_peer_load.py (peer mode), bench/_processes.py (stopping, ports, CPU).
 """
 
 from __future__ import annotations
@@ -48,312 +51,30 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import json
 import os
 import secrets
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from toolagent.engine.config import ENGINE_CONFIG_ENV
-from toolagent.engine.principals import Principals
-from toolagent.store import open_store
+from _api_server import BODY, SERVER_ARGS, TOOL, Api, api_clients, api_server, execute, provision, relay_server
+from _load import CONNECTIONS_PER_CLIENT, WARMUP_CLIENTS, Phase, hammer, pct
+from _processes import children
 
-HERE = Path(__file__).resolve().parent
-SERVER_ARGS = [str(HERE / "bench_server.py"), "stdio", "0", "1"]  # tools echo_0 and sleep_0
-TOOL = "echo_0"
-BODY = {"name": f"bench/{TOOL}", "arguments": {"text": "hello"}}
 #: Throughput through the API over direct MCP calls, at 100 clients.
 TARGET_RATIO = 0.80
 #: Concurrent executions the API must hold with no error.
 TARGET_CLIENTS = 1000
-#: Clients of a warm-up: enough to warm caches and the session; more would only queue (1,000 calls
-#: queued behind a slow server make a "1 s" warm-up last as long as the phase).
-WARMUP_CLIENTS = 100
-#: Connections per httpx client (see `api_clients`).
-CONNECTIONS_PER_CLIENT = 10
-#: Client-side timeout: long, so that queueing in the server shows as latency, not as errors.
-CLIENT_TIMEOUT_S = 120.0
 #: A rate window is a clock minute: a burst must not straddle two.
 BURST_MARGIN_S = 20.0
 
-#: Runs the app under uvicorn: argv = store URL, servers file, port; cProfile when BENCH_PROFILE names a file.
-LAUNCH = """
-import cProfile, os, signal, sys
-import uvicorn
-from toolagent.api.app import create_app
-from toolagent.mcp.config import ServersConfig
 
-db, servers, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-app = create_app(db=db, servers=ServersConfig.load(servers))
-if os.environ.get("BENCH_TIMINGS"):
-    sys.path.insert(0, os.environ["BENCH_DIR"])
-    import _api_timing
-    _api_timing.install()
-profile = os.environ.get("BENCH_PROFILE")
-if profile:
-    def stop(*_):
-        raise SystemExit(0)
-    # uvicorn re-raises the SIGTERM it caught once it has shut down: end normally so the stats get written.
-    signal.signal(signal.SIGTERM, stop)
-    prof = cProfile.Profile()
-    prof.enable()
-try:
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, backlog=4096,
-                timeout_graceful_shutdown=5)
-finally:
-    if profile:
-        prof.disable()
-        prof.dump_stats(profile)
-"""
-
-
-# -- measuring ------------------------------------------------------------------------------------
-
-
-def pct(values: list[float], q: float) -> float:
-    """The q-quantile (0..1) by nearest rank."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))] if ordered else float("nan")
-
-
-def cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a live process has used so far."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children(pid: int) -> list[int]:
-    """Direct child processes of `pid`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError):
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-    return found
-
-
-@dataclass
-class Phase:
-    """What one load phase measured."""
-
-    label: str
-    """`API`, `direct`, `warmup`, ..."""
-    clients: int
-    """Concurrent clients."""
-    latencies_s: list[float] = field(default_factory=list)
-    """One per finished call, failed ones included."""
-    errors: collections.Counter[str] = field(default_factory=collections.Counter)
-    """Failed calls by kind."""
-    elapsed_s: float = 0.0
-    """From the start until the last call ended."""
-    cpu: dict[str, float] = field(default_factory=dict)
-    """CPU seconds used meanwhile, per process."""
-    notes: list[str] = field(default_factory=list)
-    """Extra lines to print."""
-
-    @property
-    def calls(self) -> int:
-        """Calls finished, failed ones included."""
-        return len(self.latencies_s)
-
-    @property
-    def per_s(self) -> float:
-        """Successful calls per second."""
-        return (self.calls - sum(self.errors.values())) / self.elapsed_s if self.elapsed_s else 0.0
-
-    def print(self) -> None:
-        """One line of figures, then CPU use and any errors."""
-        ms = [v * 1000 for v in self.latencies_s]
-        print(f"  {self.label:<7} N={self.clients:<5} {self.per_s:8.0f} calls/s  p50 {pct(ms, .5):8.1f} ms  "
-              f"p95 {pct(ms, .95):8.1f} ms  p99 {pct(ms, .99):8.1f} ms  calls {self.calls:6d} in {self.elapsed_s:5.1f} s  "
-              f"errors {sum(self.errors.values())}")
-        if self.cpu:
-            per_call = {k: v / self.calls * 1000 for k, v in self.cpu.items()} if self.calls else {}
-            print("          cpu s: " + ", ".join(f"{k} {v:.1f} ({per_call.get(k, 0):.2f} ms/call)" for k, v in self.cpu.items()))
-        for note in self.notes:
-            print(f"          {note}")
-        for kind, count in self.errors.most_common(5):
-            print(f"          error x{count}: {kind}")
-
-
-#: One call by client number i: None on success, else an error label.
-Call = Callable[[int], Awaitable[str | None]]
-
-
-async def hammer(phase: Phase, call: Call, seconds: float, procs: dict[str, int]) -> Phase:
-    """N tasks each calling `call` in a loop until `seconds` pass; calls started by then are waited for.
-
-    `call` returns None on success, else an error label; exceptions are counted by type.
-    """
-    before = {k: cpu_s(pid) for k, pid in procs.items()}
-    here = time.process_time()
-    deadline = time.perf_counter() + seconds
-
-    async def client(i: int) -> None:
-        while time.perf_counter() < deadline:
-            t0 = time.perf_counter()
-            try:
-                error = await call(i)
-            except Exception as exc:  # noqa: BLE001 - a load test counts failures, it does not stop on them
-                error = f"{type(exc).__name__}: {str(exc)[:120]}"
-            phase.latencies_s.append(time.perf_counter() - t0)
-            if error is not None:
-                phase.errors[error] += 1
-
-    start = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for i in range(phase.clients):
-            tg.start_soon(client, i)
-    phase.elapsed_s = time.perf_counter() - start
-    phase.cpu = {"bench(client)": time.process_time() - here, **{k: cpu_s(pid) - before[k] for k, pid in procs.items()}}
-    return phase
-
-
-# -- the API server -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Api:
-    """A running API server."""
-
-    url: str
-    pid: int
-    log: Path
-    timings: Path | None = None
-    """Where the server writes its per-stage timings (--timings)."""
-
-    def reset_timings(self) -> None:
-        """Clear the server's per-stage timings."""
-        if self.timings is not None:
-            os.kill(self.pid, signal.SIGUSR1)
-
-    async def read_timings(self) -> dict[str, tuple[int, float]]:
-        """The server's per-stage timings since the last reset: stage -> (calls, total seconds)."""
-        if self.timings is None:
-            return {}
-        self.timings.unlink(missing_ok=True)
-        os.kill(self.pid, signal.SIGUSR2)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError, ValueError):
-                return {k: (int(v[0]), float(v[1])) for k, v in json.loads(self.timings.read_text()).items()}
-            await anyio.sleep(0.05)
-        return {}
-
-
-def free_port() -> int:
-    """An unused TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def provision(db: str, users: list[tuple[str, str]]) -> dict[str, str]:
-    """Create `(name, plan)` users at level execute_basic with one API key each; returns name -> key."""
-    keys: dict[str, str] = {}
-
-    async def body() -> None:
-        async with open_store(db) as store:
-            principals = Principals(store.db)
-            for name, plan in users:
-                await principals.add_user(name, level="execute_basic", plan=plan)
-                keys[name] = (await principals.create_key(name))[1]
-
-    anyio.run(body)
-    return keys
-
-
-@contextlib.contextmanager
-def api_server(workdir: Path, db: str, engine_config: dict[str, Any], profile: Path | None,
-               timings: bool = False, upstream_url: str | None = None) -> Iterator[Api]:
-    """uvicorn with the app and the bench server (over stdio, or the one at `upstream_url` over
-    streamable HTTP) on a free port; stopped (SIGTERM) afterwards."""
-    servers = workdir / "mcp.json"
-    entry = ({"url": upstream_url, "risk": "safe"} if upstream_url
-             else {"command": sys.executable, "args": SERVER_ARGS, "risk": "safe"})
-    servers.write_text(json.dumps({"mcpServers": {"bench": entry}}))
-    config = workdir / "engine.json"
-    config.write_text(json.dumps(engine_config))
-    env = {**os.environ, ENGINE_CONFIG_ENV: str(config)}
-    if profile is not None:
-        env["BENCH_PROFILE"] = str(profile)
-    if timings:
-        env.update(BENCH_TIMINGS=str(workdir / "timings.json"), BENCH_DIR=str(HERE))
-    port = free_port()
-    log = workdir / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", LAUNCH, db, str(servers), str(port)], env=env,
-                                stdout=out, stderr=subprocess.STDOUT)
-    api = Api(f"http://127.0.0.1:{port}", proc.pid, log, workdir / "timings.json" if timings else None)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"API server did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{api.url}/ready", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.1)
-        yield api
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
-@contextlib.asynccontextmanager
-async def api_clients(api: Api, key: str, clients: int) -> AsyncIterator[list[httpx.AsyncClient]]:
-    """HTTP clients with a connection per concurrent client, at most CONNECTIONS_PER_CLIENT each.
-
-    Measured here against a server that queues: one httpx pool of 100 or 1,000 connections costs
-    the load generator 10-15 ms of CPU per call (httpcore re-scans its connections and waiting
-    requests on every request event), which on a 2-core machine takes CPU from the server being
-    measured; pools of 10 cost ~2 ms.
-    """
-    async with contextlib.AsyncExitStack() as stack:
-        pools = []
-        for first in range(0, clients, CONNECTIONS_PER_CLIENT):
-            size = min(CONNECTIONS_PER_CLIENT, clients - first)
-            limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
-            pools.append(await stack.enter_async_context(httpx.AsyncClient(
-                base_url=api.url, headers={"Authorization": f"Bearer {key}"}, limits=limits,
-                timeout=httpx.Timeout(CLIENT_TIMEOUT_S))))
-        yield pools
-
-
-def execute(pools: list[httpx.AsyncClient]) -> Call:
-    """One `POST /api/tools/execute` of the echo tool; client i uses connection pool i // CONNECTIONS_PER_CLIENT."""
-
-    async def call(i: int) -> str | None:
-        response = await pools[(i // CONNECTIONS_PER_CLIENT) % len(pools)].post("/api/tools/execute", json=BODY)
-        if response.status_code == 200:
-            return None
-        try:
-            error = response.json()["error"]
-            return f"HTTP {response.status_code} {error['code']}: {error['message'][:120]}"
-        except (ValueError, KeyError, TypeError):
-            return f"HTTP {response.status_code}: {response.text[:120]}"
-
-    return call
+# -- the phases -----------------------------------------------------------------------------------
 
 
 async def sample_running(client: httpx.AsyncClient, stop: anyio.Event, seen: list[int]) -> None:
@@ -386,30 +107,6 @@ async def api_phase(api: Api, key: str, clients: int, seconds: float, warmup_s: 
         for stage, (count, total_s) in sorted(timings.items()):
             phase.notes.append(f"  {stage:<42} {total_s / count * 1000:9.2f} ms  x{count / executes:4.1f}")
     return phase
-
-
-@contextlib.contextmanager
-def relay_server(workdir: Path) -> Iterator[Api]:
-    """bench/_http_relay.py on a free port: the HTTP layer alone, for comparison."""
-    port = free_port()
-    log = workdir / "relay.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, str(HERE / "_http_relay.py"), str(port)], stdout=out,
-                                stderr=subprocess.STDOUT)
-    api = Api(f"http://127.0.0.1:{port}", proc.pid, log)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"relay did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                if httpx.get(f"{api.url}/ready", timeout=2).json().get("ready"):
-                    break
-            time.sleep(0.1)
-        yield api
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 async def relay_phase(relay: Api, clients: int, seconds: float, warmup_s: float) -> Phase:
@@ -533,136 +230,6 @@ async def load(api: Api, relay: Api | None, keys: dict[str, str], args: argparse
     await burst(api, keys[small], args.rate_q, keys[big], args.burst_background)
 
 
-# -- the peer ------------------------------------------------------------------------------------------
-
-
-def rpc(pools: list[httpx.AsyncClient], tool: str, session: bool) -> Call:
-    """One JSON-RPC `tools/call` of `tool` through a gateway's `/rpc`; client i uses pool i // 10 and,
-    with `session`, its own `Mcp-Session-Id`."""
-
-    async def call(i: int) -> str | None:
-        headers = {"Mcp-Session-Id": f"bench-client-{i}"} if session else None
-        body = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "hello"}}}
-        response = await pools[(i // CONNECTIONS_PER_CLIENT) % len(pools)].post("/rpc", json=body, headers=headers)
-        if response.status_code != 200:
-            return f"HTTP {response.status_code}: {response.text[:120]}"
-        answer = response.json()
-        if "error" in answer:
-            return f"JSON-RPC error: {str(answer['error'])[:120]}"
-        return "isError: " + str(answer["result"].get("content"))[:100] if answer["result"].get("isError") else None
-
-    return call
-
-
-@contextlib.asynccontextmanager
-async def token_clients(url: str, headers: dict[str, str], clients: int) -> AsyncIterator[list[httpx.AsyncClient]]:
-    """Like `api_clients`, for a server with other credentials."""
-    async with contextlib.AsyncExitStack() as stack:
-        pools = []
-        for first in range(0, clients, CONNECTIONS_PER_CLIENT):
-            size = min(CONNECTIONS_PER_CLIENT, clients - first)
-            limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
-            pools.append(await stack.enter_async_context(httpx.AsyncClient(
-                base_url=url, headers=headers, limits=limits, timeout=httpx.Timeout(CLIENT_TIMEOUT_S))))
-        yield pools
-
-
-def row_growth(before: dict[str, int], after: dict[str, int], calls: int) -> str:
-    """`table +rows/call, ...` for the tables that gained rows."""
-    grown = {t: after[t] - before.get(t, 0) for t in after if after[t] > before.get(t, 0)}
-    return ", ".join(f"{t} {n / calls:.2f}" for t, n in sorted(grown.items(), key=lambda kv: -kv[1])) or "none"
-
-
-async def peer_rounds(api: Api, key: str, cf: Any, tool: str, args: argparse.Namespace, store_file: Path | None,
-                      upstream_pid: int) -> None:
-    """Alternate toolagent and ContextForge phases; print each, then the best round of each and the ratios."""
-    import _contextforge
-
-    clients = args.clients[0]
-    kinds = ["toolagent", "cf", "cf+session"]
-    phases: dict[str, list[Phase]] = {k: [] for k in kinds}
-    records: dict[str, str] = {}
-    for r in range(args.peer_rounds):
-        for kind in kinds:
-            if kind == "toolagent":
-                procs = {"api(uvicorn)": api.pid, "mcp-server": upstream_pid}
-                async with api_clients(api, key, clients) as pools:
-                    await hammer(Phase("warmup", min(clients, WARMUP_CLIENTS)), execute(pools), args.warmup, {})
-                    before = _contextforge.table_rows(store_file) if store_file else {}
-                    phase = await hammer(Phase(f"API#{r + 1}", clients), execute(pools), args.seconds, procs)
-                if store_file:
-                    records[kind] = row_growth(before, _contextforge.table_rows(store_file), phase.calls)
-            else:
-                procs = {"contextforge": cf.pid, **{f"cf-child({i})": c for i, c in enumerate(children(cf.pid))},
-                         "mcp-server": upstream_pid}
-                async with token_clients(cf.url, cf.headers, clients) as pools:
-                    call = rpc(pools, tool, kind == "cf+session")
-                    await hammer(Phase("warmup", min(clients, WARMUP_CLIENTS)), call, args.warmup, {})
-                    before = cf.row_counts()
-                    phase = await hammer(Phase(f"{'CF+sid' if kind == 'cf+session' else 'CF'}#{r + 1}", clients),
-                                         call, args.seconds, procs)
-                records[kind] = row_growth(before, cf.row_counts(), phase.calls)
-            phase.print()
-            phases[kind].append(phase)
-    best = {k: max(v, key=lambda p: p.per_s) for k, v in phases.items()}
-    print(f"  best round of each at N={clients} (calls/s, p50 ms, server CPU ms/call):")
-    for kind, phase in best.items():
-        server = "api(uvicorn)" if kind == "toolagent" else "contextforge"
-        cpu = sum(v for k, v in phase.cpu.items() if k == server or k.startswith("cf-child")) / max(phase.calls, 1) * 1000
-        print(f"    {kind:<11} {phase.per_s:7.0f}  {pct(phase.latencies_s, .5) * 1000:8.1f}  {cpu:7.2f}")
-    a = best["toolagent"]
-    for kind in ("cf", "cf+session"):
-        if best[kind].per_s:
-            print(f"  ratio toolagent/{kind} throughput: {a.per_s / best[kind].per_s:.1f}x")
-    print("  rows each database gained per call (tables updated in place, e.g. toolagent's totals and limit counters, "
-          "do not show):")
-    for kind, text in records.items():
-        print(f"    {kind:<11} {text}")
-    if not store_file:
-        print("    (toolagent's rows are counted on its SQLite store only)")
-    print("    toolagent writes its execution row and both audit rows (decision, outcome) before it answers; ContextForge "
-          "at its defaults keeps per-call tool metrics in a memory buffer written every 60 s or 1,000 calls "
-          "(METRICS_BUFFER_*), with its audit trail, security log and database logs off")
-
-
-def run_peer(args: argparse.Namespace, engine_config: dict[str, Any], big: str) -> None:
-    """`--peer contextforge`: install/start the peer, the shared upstream and the API; alternate phases."""
-    import _contextforge
-
-    try:
-        venv = _contextforge.ensure_installed(args.peer_spec)
-    except _contextforge.PeerUnavailable as exc:
-        sys.exit(f"--peer contextforge: {exc}")
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        db = args.db or f"sqlite+aiosqlite:///{work / 'api.db'}"
-        keys = provision(db, [(big, "enterprise")])
-        store_file = Path(db.split(":///", 1)[1]) if db.startswith("sqlite") else None
-        try:
-            with contextlib.ExitStack() as stack:
-                upstream_port = free_port()
-                upstream = stack.enter_context(_contextforge.http_bench_server(HERE / "bench_server.py", upstream_port, work))
-                upstream_pid = next(pid for pid in children(os.getpid())
-                                    if str(upstream_port) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"))
-                cf = stack.enter_context(_contextforge.gateway(venv, work / "contextforge", free_port()))
-                cf.register("bench", upstream)
-                tool = cf.tool_name(TOOL)
-                api = stack.enter_context(api_server(work, db, engine_config, None, upstream_url=upstream))
-                print(f"peer: ContextForge {_version(venv)} at its defaults (SQLite, 1 process) and toolagent "
-                      f"({db.split('://')[0]}), both relaying tool {TOOL} of one bench_server.py over streamable HTTP; "
-                      f"{args.seconds:g} s per phase, {args.peer_rounds} rounds; cpus: {os.cpu_count()}")
-                anyio.run(peer_rounds, api, keys[big], cf, tool, args, store_file, upstream_pid)
-        except _contextforge.PeerUnavailable as exc:
-            sys.exit(f"--peer contextforge: {exc}")
-
-
-def _version(venv: Path) -> str:
-    done = subprocess.run([str(venv / "bin" / "python"), "-c",
-                           "import importlib.metadata as m; print(m.version('mcp-contextforge-gateway'))"],
-                          capture_output=True, text=True)
-    return done.stdout.strip() or "(unknown version)"
-
-
 def main() -> None:
     """Parse the arguments, start the server, run the phases."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -690,6 +257,8 @@ def main() -> None:
         "starter": {"rate_per_minute": args.rate_q, "monthly_budget": None},
     }}
     if args.peer:
+        from _peer_load import run_peer
+
         if args.clients == [100, 1000]:
             args.clients = [100]
         run_peer(args, engine_config, big)

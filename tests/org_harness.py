@@ -11,7 +11,8 @@ import anyio
 import httpx
 
 from toolagent.api.app import create_app
-from toolagent.engine.audit import AuditLog, AuditRecord
+from toolagent.engine.audit import AuditLog
+from toolagent.engine.audit_chain import AuditRecord
 from toolagent.engine.principals import Principals
 from toolagent.mcp.config import ServersConfig
 from toolagent.store import open_store

@@ -28,8 +28,7 @@ import anyio.abc
 from .engine.audit import AuditLog
 from .engine.config import EngineConfig
 from .engine.events import Event, EventBus
-from .engine.executions import Execution, ExecutionStore, Owner
-from .engine.history import History, HistoryPage, HistoryQuery, Stats
+from .engine.history import History, HistoryPage, HistoryQuery
 from .engine.limits import Clock, Limits, LimitStatus
 from .engine.logs import log_events
 from .engine.metrics import Metrics, MetricsSnapshot
@@ -37,6 +36,8 @@ from .engine.principals import Principal, Principals
 from .engine.reads import Reads, ToolDetails
 from .engine.registry import Registry, ToolEntry, ToolListing
 from .settings import Settings
+from .store.executions import Execution, ExecutionStore, Owner
+from .store.history import Stats
 from .tools.base import CallContext
 from .tools.bounds import ResultBounds
 from .tools.cancellation import CANCEL_WAIT_S, Cancellation

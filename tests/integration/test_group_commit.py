@@ -17,11 +17,12 @@ import anyio
 import pytest
 import sqlalchemy as sa
 
-from toolagent.engine import Engine, EngineConfig, Execution, Principal
+from toolagent.engine import Engine, EngineConfig, Principal
 from toolagent.engine.audit import AuditLog
 from toolagent.errors import BudgetExceeded, RateLimited
 from toolagent.store import Store, open_store
 from toolagent.store import engine_tables as et
+from toolagent.store.executions import Execution
 from toolagent.tools.spec import ToolResult, ToolSpec
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]

@@ -18,7 +18,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from toolagent.errors import ConfigError, StoreError
 from toolagent.servers.supabase import load_demo_data
-from toolagent.servers.supabase.backends import PostgresBackend, SqliteBackend
+from toolagent.servers.supabase.postgres_backend import PostgresBackend
+from toolagent.servers.supabase.sqlite_backend import SqliteBackend
 from toolagent.servers.supabase.catalog import Catalog
 from toolagent.servers.supabase.demo_data import ensure_sqlite_demo
 from toolagent.servers.supabase.generator import generate_sql

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from ..engine import Execution, HistoryQuery, LimitStatus
+from ..engine import HistoryQuery, LimitStatus
 from ..engine.permissions import ExecutionDenied
 from ..engine.registry import ToolEntry
 from ..errors import (
@@ -30,6 +30,7 @@ from ..errors import (
     UnknownTool, UsageError,
 )
 from ..status import CallStatus, ExecutionStatus, StepStatus
+from ..store.executions import Execution
 from ..tools.base import CallContext, CallOutcome
 from ..tools.bounds import bound_each_result, bound_result
 from ..tools.spec import split_name

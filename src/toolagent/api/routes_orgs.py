@@ -20,23 +20,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..engine.orgs import Organizations
 from ..engine.ownership import Actor
 from .auth import Caller, CallerDep
-from .procedures import ErrorOutput
+from .route_helpers import AUTH_RESPONSES, INPUT_RESPONSES, OrgPath, error_response
 
 router = APIRouter(prefix="/api", tags=["organizations"])
 
-_Org = Annotated[str, Path(min_length=1, max_length=200, description="Organization slug, e.g. `demo`.")]
 _User = Annotated[str, Path(min_length=1, max_length=200, description="User name.")]
 RoleName = Literal["viewer", "editor", "admin"]
 
-
-def _error(description: str) -> dict[str, Any]:
-    return {"model": ErrorOutput, "description": description}
-
-
-_AUTH = {401: _error("Missing, unknown or revoked API key"), "4XX": _error("Any other client error (same shape)")}
-_ADMIN = {403: _error("The caller is not an admin of the organization (nor a global admin)"),
-          404: _error("No such organization (or user, or membership)"),
-          400: _error("Invalid input: `error.details` names each invalid field")}
+_ADMIN = {403: error_response("The caller is not an admin of the organization (nor a global admin)"),
+          404: error_response("No such organization (or user, or membership)"),
+          **INPUT_RESPONSES}
 
 
 class _Output(BaseModel):
@@ -119,7 +112,7 @@ def actor(caller: Caller) -> Actor:
     return Actor.from_principal(caller.principal, caller.api_key)
 
 
-@router.get("/orgs", summary="List organizations", response_model=OrgListOutput, responses=_AUTH)
+@router.get("/orgs", summary="List organizations", response_model=OrgListOutput, responses=AUTH_RESPONSES)
 async def list_orgs(request: Request, caller: CallerDep) -> Any:
     """The organizations the caller belongs to (every one, for a global admin), with the caller's
     role and each one's member, admin and agent counts."""
@@ -128,16 +121,16 @@ async def list_orgs(request: Request, caller: CallerDep) -> Any:
 
 
 @router.get("/orgs/{org}/members", summary="List an organization's members", response_model=MembersOutput,
-            responses={**_AUTH, **_ADMIN})
-async def list_members(request: Request, org: _Org, caller: CallerDep) -> Any:
+            responses={**AUTH_RESPONSES, **_ADMIN})
+async def list_members(request: Request, org: OrgPath, caller: CallerDep) -> Any:
     """Every member with its role, admins first (for the organization's admins and global admins)."""
     members = await organizations(request).members(actor(caller), org)
     return {"success": True, "organization": org, "members": [m.to_json() for m in members]}
 
 
 @router.put("/orgs/{org}/members/{user}", summary="Give a user a role in an organization",
-            response_model=MemberGrantOutput, responses={**_AUTH, **_ADMIN})
-async def grant(request: Request, org: _Org, user: _User, body: MemberGrant, caller: CallerDep) -> Any:
+            response_model=MemberGrantOutput, responses={**AUTH_RESPONSES, **_ADMIN})
+async def grant(request: Request, org: OrgPath, user: _User, body: MemberGrant, caller: CallerDep) -> Any:
     """Set the user's role (`viewer`, `editor`, `admin`), replacing the one it had. `outcome` is
     `granted`, `changed` or `unchanged`. The user must exist (`toolagent users add`)."""
     outcome, member = await organizations(request).grant(actor(caller), org, user, body.role)
@@ -145,8 +138,8 @@ async def grant(request: Request, org: _Org, user: _User, body: MemberGrant, cal
 
 
 @router.delete("/orgs/{org}/members/{user}", summary="Remove a user from an organization",
-               response_model=MemberRevokeOutput, responses={**_AUTH, **_ADMIN})
-async def revoke(request: Request, org: _Org, user: _User, caller: CallerDep) -> Any:
+               response_model=MemberRevokeOutput, responses={**AUTH_RESPONSES, **_ADMIN})
+async def revoke(request: Request, org: OrgPath, user: _User, caller: CallerDep) -> Any:
     """Take the user's role away. An organization left with no admin is administered by global admins."""
     member = await organizations(request).revoke(actor(caller), org, user)
     return {"success": True, "revoked": member.to_json()}

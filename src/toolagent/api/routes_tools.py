@@ -26,33 +26,22 @@ from ..errors import NotFound, ToolAgentError
 from . import procedures as p
 from .auth import Caller, CallerDep
 from .errors import STATUS_BY_CODE, error_body, error_code
-from .services import Services
+from .route_helpers import AUTH_RESPONSES, error_response, services
 
 router = APIRouter(prefix="/api/tools", tags=["tools"])
 
-
-def _error(description: str) -> dict[str, Any]:
-    return {"model": p.ErrorOutput, "description": description}
-
-
-_AUTH = {401: _error("Missing, unknown or revoked API key"), "4XX": _error("Any other client error (same shape)")}
-_INPUT = {400: _error("Invalid input: the message names each invalid field")}
-_FOUND = {404: _error("No such tool or execution (other users' executions are never visible)")}
+_INPUT = {400: error_response("Invalid input: the message names each invalid field")}
+_FOUND = {404: error_response("No such tool or execution (other users' executions are never visible)")}
 _EXEC = {
-    403: _error("Permission denied: the message names the user, level, tool and risk"),
-    429: _error("Rate limit or monthly budget exceeded (`Retry-After` and X-RateLimit headers)"),
-    500: _error("The tool failed, timed out or was cancelled; the message is the tool's"),
+    403: error_response("Permission denied: the message names the user, level, tool and risk"),
+    429: error_response("Rate limit or monthly budget exceeded (`Retry-After` and X-RateLimit headers)"),
+    500: error_response("The tool failed, timed out or was cancelled; the message is the tool's"),
 }
 _RATE_HEADERS = {
     "X-RateLimit-Limit": {"description": "Calls allowed in the current window", "schema": {"type": "string"}},
     "X-RateLimit-Remaining": {"description": "Calls left in the current window", "schema": {"type": "string"}},
     "X-RateLimit-Reset": {"description": "Seconds until the window resets", "schema": {"type": "string"}},
 }
-
-
-def services(request: Request) -> Services:
-    """The process-wide services."""
-    return request.app.state.services  # type: ignore[no-any-return]
 
 
 async def _respond(name: str, request: Request, caller: Caller, inp: Any) -> JSONResponse:
@@ -73,7 +62,7 @@ def _route(method: str, path: str, name: str, summary: str, responses: dict[Any,
                             response_model=p.PROCEDURES[name].output, responses=responses)
 
 
-@_route("GET", "", "listTools", "List tools", {**_INPUT, **_AUTH})
+@_route("GET", "", "listTools", "List tools", {**_INPUT, **AUTH_RESPONSES})
 async def list_tools(request: Request, caller: CallerDep, inp: Annotated[p.ListToolsInput, Query()]) -> Any:
     """The registered tools, filtered by category, tags and search, grouped by category, each marked
     `runnable` for the caller's level. Deprecated tools are left out unless asked for."""
@@ -84,7 +73,7 @@ async def list_tools(request: Request, caller: CallerDep, inp: Annotated[p.ListT
     200: {"description": "The tool succeeded", "headers": _RATE_HEADERS},
     202: {"model": p.ExecuteAcceptedOutput, "description": "`async: true`: started; poll its status",
           "headers": _RATE_HEADERS},
-    **_INPUT, **_AUTH, **_FOUND, **_EXEC,
+    **_INPUT, **AUTH_RESPONSES, **_FOUND, **_EXEC,
 })
 async def execute_tool(request: Request, caller: CallerDep, inp: p.ExecuteToolInput) -> Any:
     """Run one tool as the caller: permission gate (level against risk, API key scope), rate limit
@@ -94,7 +83,7 @@ async def execute_tool(request: Request, caller: CallerDep, inp: p.ExecuteToolIn
     return await _respond("executeTool", request, caller, inp)
 
 
-@_route("GET", "/executions/active", "getActiveExecutions", "Running executions", _AUTH)
+@_route("GET", "/executions/active", "getActiveExecutions", "Running executions", AUTH_RESPONSES)
 async def active_executions(request: Request, caller: CallerDep) -> Any:
     """The caller's running executions with their running time (everyone's, for an admin)."""
     return await _respond("getActiveExecutions", request, caller, p.NoInput())
@@ -103,34 +92,34 @@ async def active_executions(request: Request, caller: CallerDep) -> Any:
 _ExecutionId = Annotated[str, Path(min_length=1, max_length=100, description="`exec_...` id from executeTool.")]
 
 
-@_route("GET", "/executions/{executionId}", "getToolStatus", "Execution status", {**_INPUT, **_AUTH, **_FOUND})
+@_route("GET", "/executions/{executionId}", "getToolStatus", "Execution status", {**_INPUT, **AUTH_RESPONSES, **_FOUND})
 async def tool_status(request: Request, executionId: _ExecutionId, caller: CallerDep) -> Any:  # noqa: N803 - the API's name
     """One execution of the caller (anyone's, for an admin): status, times, result or error."""
     return await _respond("getToolStatus", request, caller, p.ExecutionIdInput(executionId=executionId))
 
 
 @_route("POST", "/executions/{executionId}/cancel", "cancelToolExecution", "Cancel an execution",
-        {**_INPUT, **_AUTH, **_FOUND})
+        {**_INPUT, **AUTH_RESPONSES, **_FOUND})
 async def cancel_execution(request: Request, executionId: _ExecutionId, caller: CallerDep) -> Any:  # noqa: N803
     """Cancel a running execution of the caller (anyone's, for an admin); 400 when it is not running."""
     return await _respond("cancelToolExecution", request, caller, p.ExecutionIdInput(executionId=executionId))
 
 
 @_route("GET", "/history", "getToolHistory", "Execution history",
-        {**_INPUT, **_AUTH, 403: _error("allUsers/userId asked for by a non-admin")})
+        {**_INPUT, **AUTH_RESPONSES, 403: error_response("allUsers/userId asked for by a non-admin")})
 async def history(request: Request, caller: CallerDep, inp: Annotated[p.HistoryInput, Query()]) -> Any:
     """A page (limit 1..100, default 50) of the caller's executions, newest first, with statistics
     over everything the filters match."""
     return await _respond("getToolHistory", request, caller, inp)
 
 
-@_route("GET", "/metrics", "getToolMetrics", "Usage metrics", {**_INPUT, **_AUTH})
+@_route("GET", "/metrics", "getToolMetrics", "Usage metrics", {**_INPUT, **AUTH_RESPONSES})
 async def metrics(request: Request, caller: CallerDep, inp: Annotated[p.MetricsInput, Query()]) -> Any:
     """Registry and usage figures: the caller's own stats, per category, per tool, the most used."""
     return await _respond("getToolMetrics", request, caller, inp)
 
 
-@_route("GET", "/{name:path}", "getToolDetails", "Tool details", {**_INPUT, **_AUTH, **_FOUND})
+@_route("GET", "/{name:path}", "getToolDetails", "Tool details", {**_INPUT, **AUTH_RESPONSES, **_FOUND})
 async def tool_details(
     request: Request, name: Annotated[str, Path(max_length=300, description="`server/tool`.")], caller: CallerDep,
 ) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from rich import box
 from rich.table import Table
@@ -96,4 +97,10 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width
     return table
 
 
-__all__ = ["Column", "fitted_table"]
+def time_cell(value: datetime | None) -> str:
+    """A time in a table cell: UTC, a space (not ISO's `T`) between date and time, so a narrow table
+    wraps the time under the date; empty for None."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
+
+
+__all__ = ["Column", "fitted_table", "time_cell"]

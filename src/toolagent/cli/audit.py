@@ -10,7 +10,8 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from ..engine.audit import AuditLog, AuditVerification, check_records
+from ..engine.audit import AuditLog
+from ..engine.audit_chain import AuditVerification, check_records
 from ..engine.audit_key import audit_key, parse_head, sign_head
 from ..errors import UsageError
 from ..store import open_store

@@ -1,51 +1,30 @@
-"""`toolagent users | keys | executions | history | metrics`: principals, API keys and the engine's records.
+"""`toolagent executions | history | metrics`: the engine's records of tool executions.
 
 Commands that read executions act as the user given by `--user` / `TOOLAGENT_USER`, else as the
-local user (created on first use). `users` and `keys` administer the store itself: whoever can
-open the store can change it, so they are not gated by a level.
+local user (created on first use). Users and API keys are `cli.principals`'s commands.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..engine import EngineConfig, Execution, HistoryQuery
-from ..engine.permissions import LEVELS, PLANS
+from ..engine import HistoryQuery
 from ..errors import UsageError
-from ..runtime import Runtime
-from ..store import open_store
 from ..status import ExecutionStatus
-from ._tables import Column, fitted_table
+from ..store.executions import Execution
 from ._app import app, emit_json, err, out, run, state
+from ._runtime import open_engine
+from ._tables import Column, fitted_table, time_cell
 
-users_app = typer.Typer(help="Users: permission level and plan.", no_args_is_help=True)
-keys_app = typer.Typer(help="API keys: create (shown once), list, revoke.", no_args_is_help=True)
 executions_app = typer.Typer(help="Tool executions: running ones, one in full, cancel, prune.", no_args_is_help=True)
-app.add_typer(users_app, name="users")
-app.add_typer(keys_app, name="keys")
 app.add_typer(executions_app, name="executions")
 
-_LEVELS_HELP = ", ".join(LEVELS)
 #: Largest `--older-than-days` (a century): past it the cut-off date does not exist.
 MAX_PRUNE_DAYS = 36_500
-_PLANS_HELP = ", ".join(PLANS)
-
-
-@contextlib.asynccontextmanager
-async def _engine() -> AsyncIterator[Runtime]:
-    async with open_store(state.db) as store, Runtime(store, config=EngineConfig.load()) as engine:
-        yield engine
-
-
-def _when(value: datetime | None) -> str:
-    # A space, not ISO's `T`, so a narrow table wraps the time under the date. Times are UTC.
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
 
 
 def _ms(value: float | None) -> str:
@@ -71,159 +50,6 @@ def parse_time(value: str | None, option: str, *, end_of_day: bool = False) -> d
     return moment
 
 
-# -- users ---------------------------------------------------------------------------------------
-
-
-@users_app.command("add")
-def users_add(
-    name: str = typer.Argument(..., help="User name."),
-    level: str | None = typer.Option(None, "--level", "-l", help=f"Permission level: {_LEVELS_HELP}. Default: the plan's."),
-    plan: str = typer.Option("free", "--plan", "-p", help=f"Plan: {_PLANS_HELP}."),
-) -> None:
-    """Add a user."""
-
-    async def body() -> None:
-        async with _engine() as engine:
-            user = await engine.principals.add_user(name, level=level, plan=plan)
-        if state.json:
-            emit_json(user.to_json())
-        else:
-            out.print(f"added user {user.name} ({user.level}, plan {user.plan})", markup=False)
-
-    run(body)
-
-
-@users_app.command("list")
-def users_list() -> None:
-    """List users."""
-
-    async def body() -> None:
-        async with _engine() as engine:
-            users = await engine.principals.list_users()
-        if state.json:
-            emit_json([u.to_json() for u in users])
-            return
-        table = Table("user", "level", "plan", "created")
-        for u in users:
-            table.add_row(u.name, u.level, u.plan, _when(u.created_at))
-        out.print(table)
-
-    run(body)
-
-
-@users_app.command("show")
-def users_show(name: str = typer.Argument(..., help="User name.")) -> None:
-    """Show a user with where its rate limits and monthly budget stand."""
-
-    async def body() -> None:
-        async with _engine() as engine:
-            user = await engine.principals.get_user(name)
-            usage = await engine.limit_status(user)
-        if state.json:
-            emit_json({**user.to_json(), "limits": [u.to_json() for u in usage]})
-            return
-        out.print(f"{user.name}: {user.level}, plan {user.plan}", markup=False)
-        for u in usage:
-            out.print(f"  {u.scope}: {u.used}/{u.limit} used, resets in {u.reset_in_s:.0f} s", markup=False)
-
-    run(body)
-
-
-@users_app.command("set-level")
-def users_set_level(
-    name: str = typer.Argument(..., help="User name."),
-    level: str = typer.Argument(..., help=f"New level: {_LEVELS_HELP}."),
-) -> None:
-    """Change a user's permission level."""
-
-    async def body() -> None:
-        async with _engine() as engine:
-            user = await engine.principals.set_level(name, level)
-        if state.json:
-            emit_json(user.to_json())
-        else:
-            out.print(f"user {user.name} is now {user.level}", markup=False)
-
-    run(body)
-
-
-@users_app.command("set-plan")
-def users_set_plan(
-    name: str = typer.Argument(..., help="User name."),
-    plan: str = typer.Argument(..., help=f"New plan: {_PLANS_HELP}."),
-) -> None:
-    """Change a user's plan (its rate limit and monthly budget; the level stays)."""
-
-    async def body() -> None:
-        async with _engine() as engine:
-            user = await engine.principals.set_plan(name, plan)
-        if state.json:
-            emit_json(user.to_json())
-        else:
-            out.print(f"user {user.name} is now on plan {user.plan}", markup=False)
-
-    run(body)
-
-
-# -- keys ----------------------------------------------------------------------------------------
-
-
-@keys_app.command("create")
-def keys_create(
-    user: str = typer.Option(..., "--user", "-u", help="The user the key acts for."),
-    scope: list[str] = typer.Option(
-        [], "--scope", "-s", help="Scope, repeatable: `*` (default), `agent:execute:*` or `agent:execute:CATEGORY`.",
-    ),
-    label: str | None = typer.Option(None, "--label", help="A name to recognize the key by."),
-) -> None:
-    """Create an API key. The key is printed once: store it now."""
-
-    async def body() -> None:
-        async with _engine() as engine:
-            key, raw = await engine.principals.create_key(user, scopes=scope, label=label)
-        if state.json:
-            emit_json({**key.to_json(), "key": raw})
-        else:
-            print(raw)
-            err.print(f"key {key.id} for {key.user} (scopes {' '.join(key.scopes)}): shown only now", markup=False)
-
-    run(body)
-
-
-@keys_app.command("list")
-def keys_list(user: str | None = typer.Option(None, "--user", "-u", help="Only this user's keys.")) -> None:
-    """List API keys (ids and prefixes, never the keys)."""
-
-    async def body() -> None:
-        async with _engine() as engine:
-            keys = await engine.principals.list_keys(user)
-        if state.json:
-            emit_json([k.to_json() for k in keys])
-            return
-        columns = (Column("id", keep=True), Column("user", keep=True), Column("prefix", keep=True, drop=2),
-                   Column("scopes"), Column("created", drop=3), Column("revoked"), Column("label", drop=1))
-        cells = [(k.id, k.user, k.prefix + "…", " ".join(k.scopes), _when(k.created_at), _when(k.revoked_at), k.label or "")
-                 for k in keys]
-        out.print(fitted_table(columns, cells, out.width, markup=False))
-
-    run(body)
-
-
-@keys_app.command("revoke")
-def keys_revoke(key_id: str = typer.Argument(..., help="Key id (key_...).")) -> None:
-    """Revoke an API key: it stops working at once, in every process."""
-
-    async def body() -> None:
-        async with _engine() as engine:
-            key = await engine.principals.revoke_key(key_id)
-        if state.json:
-            emit_json(key.to_json())
-        else:
-            out.print(f"revoked {key.id} ({key.user}) at {_when(key.revoked_at)}", markup=False)
-
-    run(body)
-
-
 # -- executions ----------------------------------------------------------------------------------
 
 
@@ -233,7 +59,7 @@ def _print_execution(e: Execution) -> None:
               + (f", run {e.run_id}" if e.run_id else "") + (f", session {e.session_id}" if e.session_id else ""),
               markup=False)
     took = f"{e.duration_ms:.0f} ms" if e.duration_ms is not None else "running"
-    out.print(f"  started {_when(e.started_at)}, {took}, timeout {e.timeout_ms} ms", markup=False)
+    out.print(f"  started {time_cell(e.started_at)}, {took}, timeout {e.timeout_ms} ms", markup=False)
     for label, value in (("reason", e.reason), ("error", e.error), ("cancel requested by", e.cancel_requested_by)):
         if value:
             out.print(f"  {label}: {value}", markup=False)
@@ -244,7 +70,7 @@ def executions_active() -> None:
     """List running executions (yours; an admin sees everyone's) with their running time."""
 
     async def body() -> None:
-        async with _engine() as engine:
+        async with open_engine() as engine:
             me = await engine.principals.resolve_cli_user(state.user)
             rows = await engine.active(me)
             now = datetime.now(UTC)
@@ -253,7 +79,7 @@ def executions_active() -> None:
             return
         table = Table("execution", "tool", "category", "user", "started", "running ms")
         for e in rows:
-            table.add_row(e.id, e.tool, e.category, e.user, _when(e.started_at), _ms(e.running_time_ms(now)))
+            table.add_row(e.id, e.tool, e.category, e.user, time_cell(e.started_at), _ms(e.running_time_ms(now)))
         out.print(table)
         err.print(f"{len(rows)} running", markup=False)
 
@@ -265,7 +91,7 @@ def executions_show(execution_id: str = typer.Argument(..., help="Execution id (
     """Show one execution (yours, or any for an admin)."""
 
     async def body() -> None:
-        async with _engine() as engine:
+        async with open_engine() as engine:
             me = await engine.principals.resolve_cli_user(state.user)
             e = await engine.get_execution(execution_id, me)
         if state.json:
@@ -284,7 +110,7 @@ def executions_cancel(
     """Cancel a running execution, in this process or another. Exit 0 when it stopped, 1 if still running."""
 
     async def body() -> int:
-        async with _engine() as engine:
+        async with open_engine() as engine:
             me = await engine.principals.resolve_cli_user(state.user)
             e = await engine.cancel(execution_id, me, wait_s=wait_s)
         if state.json:
@@ -309,7 +135,7 @@ def executions_prune(
     """Delete old finished executions (running ones are kept)."""
 
     async def body() -> None:
-        async with _engine() as engine:
+        async with open_engine() as engine:
             n = await engine.prune(older_than_days)
         if state.json:
             emit_json({"deleted": n})
@@ -342,7 +168,7 @@ def history(
             until=parse_time(until, "--until", end_of_day=True), limit=limit, offset=offset, all_users=all_users,
             user=user,
         )
-        async with _engine() as engine:
+        async with open_engine() as engine:
             me = await engine.principals.resolve_cli_user(state.user)
             page = await engine.history(me, query)
         if state.json:
@@ -351,7 +177,7 @@ def history(
         columns = (Column("execution", keep=True), Column("tool", keep=True), Column("user", drop=2),
                    Column("status"), Column("started", drop=3), Column("ms", justify="right", drop=1),
                    Column("reason / error", drop=4))
-        cells = [(e.id, e.tool, e.user, e.status, _when(e.started_at), _ms(e.duration_ms), (e.reason or e.error or "")[:80])
+        cells = [(e.id, e.tool, e.user, e.status, time_cell(e.started_at), _ms(e.duration_ms), (e.reason or e.error or "")[:80])
                  for e in page.executions]
         out.print(fitted_table(columns, cells, out.width, markup=False))
         s = page.stats
@@ -370,7 +196,7 @@ def metrics(
     """Tool metrics from the store: per tool, per user, per category, most used, denials, running."""
 
     async def body() -> None:
-        async with _engine() as engine:
+        async with open_engine() as engine:
             me = await engine.principals.resolve_cli_user(state.user)
             snap = await engine.metrics(tool, principal=me)
         if prometheus:
@@ -387,7 +213,7 @@ def metrics(
                    Column("avg ms", **number), Column("p50 ms", drop=4, **number), Column("p95 ms", drop=5, **number),
                    Column("last", drop=1))
         cells = [(t.tool, t.category, str(t.invocations), str(t.successes), str(t.failures), str(t.cancelled),
-                  _ms(t.average_ms), _ms(t.p50_ms), _ms(t.p95_ms), _when(t.last_invoked)) for t in snap.tools]
+                  _ms(t.average_ms), _ms(t.p50_ms), _ms(t.p95_ms), time_cell(t.last_invoked)) for t in snap.tools]
         out.print(fitted_table(columns, cells, out.width, markup=False))
         if snap.users:
             user_columns = (Column("user", keep=True), Column("total", **number), Column("ok", **number),

@@ -7,13 +7,11 @@ else the OS account's name.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import typer
 from rich.markup import escape
 
 from ..engine.ownership import ROLES
-from ._tables import Column, fitted_table
+from ._tables import Column, fitted_table, time_cell
 from ._app import app, emit_json, out, run, state
 from .agents import operator
 
@@ -21,11 +19,6 @@ orgs_app = typer.Typer(help="Organizations: list them and their members, grant a
 app.add_typer(orgs_app, name="orgs")
 
 _ROLES_HELP = ", ".join(ROLES)
-
-
-def _when(value: datetime | None) -> str:
-    # As `users list` shows times: UTC, a space between date and time so a narrow table wraps there.
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
 
 
 @orgs_app.command("list")
@@ -46,7 +39,7 @@ def orgs_list() -> None:
         columns = (Column("organization", keep=True), Column("agents", justify="right"), Column("members", justify="right"),
                    Column("admins", justify="right"), Column("created", drop=1), Column("by", drop=2))
         cells = [(escape(r.slug), str(r.agents), str(r.members), str(r.admins) if r.admins else "0 (global admins)",
-                  _when(r.created_at), escape(r.created_by or "")) for r in rows]
+                  time_cell(r.created_at), escape(r.created_by or "")) for r in rows]
         out.print(fitted_table(columns, cells, out.width))
 
     run(body)
@@ -69,7 +62,7 @@ def orgs_members(org: str = typer.Argument(..., help="Organization slug, e.g. de
                       f"grant a role with `toolagent orgs grant {org} USER --role editor`", markup=False)
             return
         columns = (Column("user", keep=True), Column("role", keep=True), Column("granted", drop=1), Column("by", drop=2))
-        cells = [(escape(m.user), m.role, _when(m.granted_at), escape(m.granted_by or "")) for m in members]
+        cells = [(escape(m.user), m.role, time_cell(m.granted_at), escape(m.granted_by or "")) for m in members]
         out.print(fitted_table(columns, cells, out.width))
 
     run(body)

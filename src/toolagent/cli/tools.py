@@ -22,14 +22,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..engine import Execution, ExecutionDenied, Principal, ToolEntry
-from ..engine.config import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..engine import ExecutionDenied, Principal, ToolEntry
 from ..engine.permissions import CATEGORIES, can_run, levels_for, parse_category
 from ..errors import ArgumentsInvalid, BudgetExceeded, NotFound, RateLimited, UsageError
 from ..mcp.config import ServersConfig
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
 from ..store import Store
+from ..store.executions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
 from ..tools.base import CallContext, CallOutcome
 from ..tools.spec import ToolResult
 from ..tools.under_agent import under_agent

@@ -25,8 +25,7 @@ if TYPE_CHECKING:
     from .config import ENGINE_CONFIG_ENV, EngineConfig, PlanConfig, ToolOverride
     from .core import Engine
     from .reads import ToolDetails
-    from .executions import Execution, Owner
-    from .history import HistoryPage, HistoryQuery, Stats
+    from .history import HistoryPage, HistoryQuery
     from .limits import BudgetUsedUp, LimitStatus
     from .metrics import CategoryMetrics, DenialCount, MetricsSnapshot, ToolMetrics, UserMetrics
     from .permissions import CATEGORIES, Decision, ExecutionDenied, LEVELS, PLANS, RISKS, decide
@@ -43,11 +42,8 @@ _EXPORTS = {
     "ToolOverride": "config",
     "Engine": "core",
     "ToolDetails": "reads",
-    "Execution": "executions",
-    "Owner": "executions",
     "HistoryPage": "history",
     "HistoryQuery": "history",
-    "Stats": "history",
     "BudgetUsedUp": "limits",
     "LimitStatus": "limits",
     "CategoryMetrics": "metrics",
@@ -82,7 +78,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CATEGORIES", "ENGINE_CONFIG_ENV", "LEVELS", "PLANS", "RISKS", "ApiKey", "BudgetUsedUp", "CategoryMetrics", "Decision",
-    "DenialCount", "Engine", "EngineConfig", "Execution", "ExecutionDenied", "HistoryPage", "HistoryQuery", "LimitStatus",
-    "MetricsSnapshot", "Owner", "PlanConfig", "Principal", "Registry", "Stats", "ToolDetails", "ToolEntry", "ToolListing",
+    "DenialCount", "Engine", "EngineConfig", "ExecutionDenied", "HistoryPage", "HistoryQuery", "LimitStatus",
+    "MetricsSnapshot", "PlanConfig", "Principal", "Registry", "ToolDetails", "ToolEntry", "ToolListing",
     "ToolMetrics", "ToolOverride", "Unauthenticated", "UserMetrics", "decide",
 ]

@@ -183,5 +183,5 @@ class EngineConfig(_Model):
 
 __all__ = [
     "DEFAULT_CANCEL_POLL_MS", "DEFAULT_RATE_PER_MINUTE", "DEFAULT_RETENTION_DAYS", "DEFAULT_TIMEOUT_MS",
-    "ENGINE_CONFIG_ENV", "MAX_TIMEOUT_MS", "MIN_TIMEOUT_MS", "EngineConfig", "PlanConfig", "ToolOverride", "default_plans",
+    "ENGINE_CONFIG_ENV", "EngineConfig", "PlanConfig", "ToolOverride", "default_plans",
 ]

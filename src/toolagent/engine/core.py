@@ -22,11 +22,11 @@ from typing import Any
 from ..errors import UsageError
 from ..runtime import DEFAULT_AUDIT, Runtime
 from ..status import CallStatus
+from ..store.executions import Execution
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
 from ..tools.cancellation import CANCEL_WAIT_S
 from ..tools.spec import ToolResult, ToolSpec
 from ..tools.stack import ToolStack, build_tool_stack
-from .executions import Execution
 from .principals import ApiKey, Principal
 from .reads import ToolDetails
 from .registry import ToolEntry

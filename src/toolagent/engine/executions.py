@@ -1,27 +1,11 @@
-"""Execution ids and timeouts; the records and their store verbs live in `store/executions.py`
-(re-exported here under their old names)."""
+"""Execution ids and timeouts; the records and their store verbs live in `store/executions.py`."""
 
 from __future__ import annotations
 
 import secrets
 
 from ..errors import UsageError
-from ..store.executions import (
-    DURATION_BUCKETS_S,
-    FINAL_STATUSES,
-    INTERRUPTED,
-    MAX_TIMEOUT_MS,
-    MIN_TIMEOUT_MS,
-    ORPHAN_GRACE_S,
-    STATUSES,
-    Execution,
-    ExecutionStore,
-    Owner,
-    boot_id,
-    bucket_index,
-    pid_alive,
-    row_values,
-)
+from ..store.executions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 
 
 def new_execution_id(now_s: float) -> str:
@@ -50,8 +34,4 @@ def resolve_timeout_ms(requested: int | None, tool_timeout_s: float | None, defa
     return default_ms
 
 
-__all__ = [
-    "DURATION_BUCKETS_S", "FINAL_STATUSES", "INTERRUPTED", "ORPHAN_GRACE_S", "STATUSES", "Execution", "ExecutionStore",
-    "Owner", "boot_id", "bucket_index", "check_timeout_ms", "new_execution_id", "pid_alive", "resolve_timeout_ms",
-    "row_values",
-]
+__all__ = ["check_timeout_ms", "new_execution_id", "resolve_timeout_ms"]

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import PermissionDenied, UsageError
 from ..store.db import Database
 from ..store.executions import STATUSES, Execution
-from ..store.history import STATS_COLUMNS, ExecutionFilter, ExecutionHistory, Stats, stats_from_row
+from ..store.history import ExecutionFilter, ExecutionHistory, Stats
 from .permissions import CATEGORIES
 from .principals import Principal
 
@@ -131,5 +131,4 @@ class History:
         return HistoryPage(tuple(rows), stats.total, query.limit, query.offset, stats)
 
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MIN_LIMIT", "STATS_COLUMNS", "History", "HistoryPage", "HistoryQuery", "Stats",
-           "stats_from_row", "visible_to"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MIN_LIMIT", "History", "HistoryPage", "HistoryQuery", "visible_to"]

@@ -13,9 +13,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, UsageError
+from ..store.executions import Execution, ExecutionStore
+from ..store.history import Stats
 from .config import EngineConfig
-from .executions import Execution, ExecutionStore
-from .history import History, HistoryPage, HistoryQuery, Stats
+from .history import History, HistoryPage, HistoryQuery
 from .limits import Limits, LimitStatus
 from .metrics import Metrics, MetricsSnapshot, ToolMetrics, UserMetrics
 from .permissions import can_run

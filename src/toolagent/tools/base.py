@@ -25,13 +25,13 @@ from .spec import ToolResult, ToolSpec
 
 if TYPE_CHECKING:
     from ..agents.models import Security
-    from ..engine.executions import Execution
     from ..engine.limits import LimitStatus
     from ..engine.permissions import Decision
     from ..engine.principals import ApiKey, Principal
     from ..engine.registry import ToolEntry
     from ..errors import ToolAgentError
     from ..store.db import Connection
+    from ..store.executions import Execution
 
 #: A check or a count run inside the admission transaction (see `ToolCall.admission`): it returns
 #: a refusal (`Decision`), the limit counters it advanced, or None.

@@ -22,10 +22,10 @@ from datetime import UTC, datetime
 import anyio
 import anyio.abc
 
-from ..engine.executions import Execution, ExecutionStore, Owner, pid_alive
 from ..engine.principals import Principal
 from ..errors import NotFound, StoreError, UsageError
 from ..status import ExecutionStatus
+from ..store.executions import Execution, ExecutionStore, Owner, pid_alive
 from .records import Recorder
 
 logger = logging.getLogger("toolagent.tools.cancellation")

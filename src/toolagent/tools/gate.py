@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..engine.executions import Execution
 from ..engine.permissions import Decision, ExecutionDenied, decide
 from ..engine.principals import Principals
 from ..status import CallStatus
 from ..store.db import Connection
+from ..store.executions import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 from .records import Recorder
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..engine.executions import Execution
 from ..engine.limits import Limits, LimitStatus
 from ..store.db import Connection
+from ..store.executions import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 
 

@@ -29,13 +29,13 @@ from typing import Any
 
 import anyio
 
-from ..engine.executions import Execution
 from ..engine.limits import Clock
 from ..engine.logs import log_context
 from ..engine.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, Decision
 from ..engine.redaction import redact_text
 from ..errors import BudgetExceeded, RateLimited, ToolAgentError
 from ..status import CallStatus, ExecutionStatus
+from ..store.executions import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 from .bounds import DEFAULT_MAX_RESULT_BYTES, bound_result, looks_large
 from .gate import denied_outcome, refuse

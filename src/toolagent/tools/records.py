@@ -27,7 +27,6 @@ import anyio
 
 from ..engine.audit import AuditEntry, AuditLog
 from ..engine.events import Event, EventBus
-from ..engine.executions import Execution, ExecutionStore, Owner
 from ..engine.limits import LimitStatus
 from ..engine.permissions import Decision
 from ..engine.redaction import redact, remember_secrets
@@ -35,6 +34,7 @@ from ..settings import Settings
 from ..status import AuditOutcome, CallStatus, ExecutionStatus
 from ..store.batch import DEFAULT_MAX_SIZE, DEFAULT_WINDOW_S, GroupCommit
 from ..store.db import Connection
+from ..store.executions import Execution, ExecutionStore, Owner
 from .base import CallContext, ToolCall
 
 if TYPE_CHECKING:

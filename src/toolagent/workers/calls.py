@@ -21,12 +21,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..engine.executions import Execution, ExecutionStore, new_execution_id, resolve_timeout_ms
+from ..engine.executions import new_execution_id, resolve_timeout_ms
 from ..engine.permissions import decide
 from ..engine.registry import ToolEntry
 from ..errors import ToolAgentError
 from ..status import CallStatus, ExecutionStatus
 from ..store.db import Connection, utcnow
+from ..store.executions import Execution, ExecutionStore
 from ..store.queued_calls import QueuedCallStore
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
 from ..tools.records import Recorder

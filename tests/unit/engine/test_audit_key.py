@@ -8,11 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 import sqlalchemy as sa
 
-from toolagent.engine.audit import GENESIS_HASH, AuditEntry, AuditLog, canonical_json, check_records, row_hash
+from toolagent.engine.audit import AuditEntry, AuditLog
+from toolagent.engine.audit_chain import canonical_json, check_records, row_hash
 from toolagent.engine.audit_key import audit_key, keyed_genesis, sign_head
 from toolagent.errors import UsageError
 from toolagent.settings import Settings
 from toolagent.store import Store, open_store
+from toolagent.store.audit import GENESIS_HASH
 
 pytestmark = pytest.mark.anyio
 

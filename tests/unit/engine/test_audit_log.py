@@ -15,11 +15,11 @@ import anyio
 import pytest
 import sqlalchemy as sa
 
-from toolagent.engine.audit import (
-    GENESIS_HASH, AuditChainBroken, AuditEntry, AuditLog, canonical_json, check_records, row_hash,
-)
+from toolagent.engine.audit import AuditEntry, AuditLog
+from toolagent.engine.audit_chain import canonical_json, check_records, row_hash
 from toolagent.engine.redaction import REDACTED
 from toolagent.store import Store, open_store
+from toolagent.store.audit import GENESIS_HASH, AuditChainBroken
 
 pytestmark = pytest.mark.anyio
 

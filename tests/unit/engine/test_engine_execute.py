@@ -20,13 +20,13 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from toolagent.engine import Engine, EngineConfig, Execution, ExecutionDenied, Principal
+from toolagent.engine import Engine, EngineConfig, ExecutionDenied, Principal
 from toolagent.engine.audit import AuditLog
 from toolagent.engine.events import Event
-from toolagent.engine.executions import Owner
 from toolagent.engine.redaction import REDACTED
 from toolagent.errors import NotFound, ToolCallError, UpstreamError, UsageError
 from toolagent.store import open_store
+from toolagent.store.executions import Execution, Owner
 from toolagent.tools.spec import ToolResult, ToolSpec
 
 pytestmark = pytest.mark.anyio

@@ -243,7 +243,7 @@ def in_memory_pool(monkeypatch: pytest.MonkeyPatch) -> tuple[ServersConfig, list
         async with Client(server, message_handler=message_handler) as client:
             yield client.session
 
-    monkeypatch.setattr("toolagent.mcp.pool.connect", connect)
+    monkeypatch.setattr("toolagent.mcp.sessions.connect", connect)
     config = ServersConfig.from_data({"mcpServers": {"gate": {"command": "in-memory", "risk": STEP_RISKS}}})
     return config, calls
 

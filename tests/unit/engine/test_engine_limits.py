@@ -12,10 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
-from toolagent.engine import Engine, EngineConfig, Execution, ExecutionDenied, Principal
+from toolagent.engine import Engine, EngineConfig, ExecutionDenied, Principal
 from toolagent.engine.limits import BudgetUsedUp, month_window
 from toolagent.errors import BudgetExceeded, RateLimited
 from toolagent.store import open_store
+from toolagent.store.executions import Execution
 from toolagent.tools.spec import ToolResult, ToolSpec
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ import pytest
 from mcp import Client
 
 from toolagent.servers.supabase import SupabaseSettings, build_server
-from toolagent.servers.supabase.backends import SqliteBackend
+from toolagent.servers.supabase.sqlite_backend import SqliteBackend
 from toolagent.servers.supabase.catalog import Catalog
 from toolagent.servers.supabase.demo_data import ensure_sqlite_demo
 from toolagent.servers.supabase.generator import NotUnderstood, generate_sql

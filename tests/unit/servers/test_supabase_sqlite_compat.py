@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolagent.errors import StoreError
-from toolagent.servers.supabase.backends import SqliteBackend
+from toolagent.servers.supabase.sqlite_backend import SqliteBackend
 from toolagent.servers.supabase.demo_data import ensure_sqlite_demo, seed_hash
 from toolagent.servers.supabase.sqlite_compat import iso_timestamp, register_functions, to_sqlite
 

@@ -200,7 +200,7 @@ def test_deadlocks_and_serialization_failures_are_retryable() -> None:
 
 async def test_the_recorder_takes_its_batch_settings_from_the_environment(tmp_path: Any, monkeypatch: Any) -> None:
     from toolagent.engine.events import EventBus
-    from toolagent.engine.executions import ExecutionStore, Owner
+    from toolagent.store.executions import ExecutionStore, Owner
     from toolagent.errors import UsageError
     from toolagent.tools.records import Recorder
 

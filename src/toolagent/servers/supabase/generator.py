@@ -27,10 +27,12 @@ import re
 from dataclasses import dataclass
 
 from .catalog import Catalog
-from .phrases import choose_table, scan
+from .phrases import scan
+from .table_choice import choose_table
 from .question import NotUnderstood, Question, quote_ident
 from .columns import QUALIFIER
-from .resolver import Order, Plan, PlannedAggregate, Resolver
+from .plan import Order, Plan, PlannedAggregate
+from .resolver import Resolver
 
 __all__ = ["Generated", "NotUnderstood", "generate_sql"]
 

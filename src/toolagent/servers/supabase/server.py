@@ -101,11 +101,11 @@ class SupabaseService:
             if self._backend is None:
                 timeout = self.settings.statement_timeout_ms
                 if self.settings.backend == "postgres":
-                    from .backends import PostgresBackend
+                    from .postgres_backend import PostgresBackend
 
                     self._backend = PostgresBackend(self.settings.require_db_url(), timeout, self.settings.max_result_bytes)
                 else:
-                    from .backends import SqliteBackend
+                    from .sqlite_backend import SqliteBackend
                     from .demo_data import ensure_sqlite_demo
 
                     path = self.settings.resolved_demo_db_path()
