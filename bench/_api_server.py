@@ -40,6 +40,7 @@ from toolagent.mcp.config import ServersConfig
 
 db, servers, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 app = create_app(db=db, servers=ServersConfig.load(servers))
+app.state.freeze_heap = True  # as `toolagent serve` sets (toolagent._heap)
 if os.environ.get("BENCH_TIMINGS"):
     sys.path.insert(0, os.environ["BENCH_DIR"])
     import _api_timing
