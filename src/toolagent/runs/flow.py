@@ -36,7 +36,7 @@ class FlowCap:
     def apply(self, value: Any) -> Any:
         """A copy of `value` with lists and strings cut to the bounds."""
         kind = type(value)
-        if kind is str or isinstance(value, str):
+        if isinstance(value, str):
             return value if len(value) <= self.max_chars else value[: self.max_chars] + f"… [{len(value) - self.max_chars} more chars]"
         if kind in (int, float, bool) or value is None:
             return value  # JSON scalars: spares the ABC checks below

@@ -89,7 +89,7 @@ def surely_within(value: Any, max_bytes: int) -> bool:
         if seen > _QUICK_NODES:
             return False
         kind = type(v)
-        if kind is str or isinstance(v, str):
+        if isinstance(v, str):
             total += _MAX_CHAR_BYTES * len(v) + 2
         elif kind is dict or isinstance(v, Mapping):
             total += 2 + len(v)
