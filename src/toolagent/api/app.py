@@ -153,10 +153,12 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
     from .routes_orgs import router as orgs_router
     from .routes_runs import router as runs_router
 
+    # The tool routes first: Starlette tries routes in order, and a tool call is the request that
+    # comes most often (each router passed over costs a match attempt).
+    routers = [*_include_optional_routers(app), agents_router, runs_router, orgs_router]
     app.include_router(agents_router)
     app.include_router(runs_router)
     app.include_router(orgs_router)
-    routers = [agents_router, runs_router, orgs_router, *_include_optional_routers(app)]
     # Every route with its methods (a router's own list: its routes carry their full paths), for 405s.
     routes.extend(r for r in app.router.routes if getattr(r, "methods", None))
     routes.extend(r for router in routers for r in router.routes)
