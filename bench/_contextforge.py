@@ -10,7 +10,12 @@ Settings changed from the defaults, each because the gateway refuses to work oth
   random ones are made per run; the API token is signed with the first
   (`python -m mcpgateway.utils.create_jwt_token`, as its docs show);
 - `SSRF_ALLOW_LOCALHOST=true`: its SSRF guard refuses upstreams on loopback, where the bench
-  server listens.
+  server listens;
+- `RATE_LIMIT_{CRITICAL,HIGH,MEDIUM,LOW}_RPM=100000000`, `RATE_LIMIT_LOCKOUT_ENABLED=false`: its
+  rate limiter (on by default in the 1.0.7.post20260921 build the bench installs) allows 500 calls a
+  minute and
+  locks the client out for 15 minutes after five refusals, so the load would measure refusals.
+  The limiter stays on, raised as far as toolagent's bench user is.
 Everything else (SQLite `./mcp.db` in its working directory, one process, logging at ERROR, no
 Redis) is the default.
 """
@@ -142,6 +147,12 @@ def gateway(venv: Path, workdir: Path, port: int) -> Iterator[Gateway]:
     jwt_secret = secrets.token_urlsafe(48)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLAGENT_", "PYTHONPATH"))}
     env.update(JWT_SECRET_KEY=jwt_secret, AUTH_ENCRYPTION_SECRET=secrets.token_urlsafe(48), SSRF_ALLOW_LOCALHOST="true")
+    # Its rate limiter stays on (every call still passes through it), raised as far as toolagent's
+    # bench user is (100,000,000 calls a minute): at its default of 500 a minute, with a lockout
+    # after five refusals, it answers the load 429 and locks the client out for 15 minutes, which
+    # measures the limiter, not the gateway.
+    env.update({f"RATE_LIMIT_{tier}_RPM": "100000000" for tier in ("CRITICAL", "HIGH", "MEDIUM", "LOW")},
+               RATE_LIMIT_LOCKOUT_ENABLED="false")
     log = workdir / "contextforge.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([str(venv / "bin" / "mcpgateway"), "--host", "127.0.0.1", "--port", str(port)],

@@ -118,7 +118,8 @@ def run_peer(args: argparse.Namespace, engine_config: dict[str, Any], big: str) 
                 cf.register("bench", upstream)
                 tool = cf.tool_name(TOOL)
                 api = stack.enter_context(api_server(work, db, engine_config, None, upstream_url=upstream))
-                print(f"peer: ContextForge {_version(venv)} at its defaults (SQLite, 1 process) and toolagent "
+                print(f"peer: ContextForge {_version(venv)} at its defaults but for its rate limits (raised as "
+                      f"toolagent's are; SQLite, 1 process) and toolagent "
                       f"({db.split('://')[0]}), both relaying tool {TOOL} of one bench_server.py over streamable HTTP; "
                       f"{args.seconds:g} s per phase, {args.peer_rounds} rounds; cpus: {os.cpu_count()}")
                 anyio.run(peer_rounds, api, keys[big], cf, tool, args, store_file, upstream_pid)
