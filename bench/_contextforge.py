@@ -13,8 +13,8 @@ Settings changed from the defaults, each because the gateway refuses to work oth
   server listens;
 - `RATE_LIMIT_{CRITICAL,HIGH,MEDIUM,LOW}_RPM=100000000`, `RATE_LIMIT_LOCKOUT_ENABLED=false`: its
   rate limiter (on by default in the 1.0.7.post20260921 build the bench installs) allows 500 calls a
-  minute and
-  locks the client out for 15 minutes after five refusals, so the load would measure refusals.
+  minute and locks the client out for 15 minutes after five refusals, so the load would measure
+  refusals.
   The limiter stays on, raised as far as toolagent's bench user is.
 Everything else (SQLite `./mcp.db` in its working directory, one process, logging at ERROR, no
 Redis) is the default.
