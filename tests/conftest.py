@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +77,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
         if "node_bin" in names:
             item.add_marker(pytest.mark.node)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A new SQLite store opened in this process starts as a copy of one migrated once per test
+    process: running the ten Alembic revisions costs about 150 ms a store, a copy about 20.
+    Migrations add no per-store data, so the copy is the store a migration would make; tests of the
+    migrations themselves drive `Database` directly, which this leaves alone."""
+    from toolagent.store import Store, open_store
+
+    template = tmp_path_factory.mktemp("template") / "store.db"
+
+    async def migrate_once() -> None:
+        async with open_store(f"sqlite+aiosqlite:///{template}"):
+            pass
+
+    anyio.run(migrate_once)
+    original = Store.__init__
+
+    def from_template(self: Store, url: str | None = None) -> None:
+        original(self, url)
+        path = self.db.url.split(":///", 1)[1] if self.db.is_sqlite else ""
+        if path and path != ":memory:" and not Path(path).exists():
+            shutil.copyfile(template, path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Store, "__init__", from_template)
+        yield
 
 
 @pytest.fixture
