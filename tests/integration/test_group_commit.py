@@ -22,8 +22,10 @@ from toolagent.engine.audit import AuditLog
 from toolagent.errors import BudgetExceeded, RateLimited
 from toolagent.store import Store, open_store
 from toolagent.store import engine_tables as et
-from toolagent.store.executions import Execution
 from toolagent.tools.spec import ToolResult, ToolSpec
+
+import engine_harness
+from engine_harness import passed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -42,23 +44,7 @@ def config(rate: int | None, budget: int | None = None) -> EngineConfig:
 
 
 async def burst(engines: list[Engine], who: Principal, n: int) -> list[Any]:
-    results: list[Any] = []
-
-    async def one(i: int) -> None:
-        try:
-            results.append(await engines[i % len(engines)].execute(SPEC, {"i": i}, who, ok))
-        except (RateLimited, BudgetExceeded) as exc:
-            results.append(exc)
-
-    with anyio.fail_after(120):
-        async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(one, i)
-    return results
-
-
-def passed(results: list[Any]) -> int:
-    return sum(isinstance(r, Execution) and r.status == "success" for r in results)
+    return await engine_harness.burst(engines, who, n, SPEC, ok, limit_s=120)
 
 
 async def store_counts(store: Store) -> dict[str, Any]:

@@ -9,15 +9,16 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
 import pytest
 
 from toolagent.engine import Engine, EngineConfig, ExecutionDenied, Principal
 from toolagent.engine.limits import BudgetUsedUp, month_window
 from toolagent.errors import BudgetExceeded, RateLimited
 from toolagent.store import open_store
-from toolagent.store.executions import Execution
 from toolagent.tools.spec import ToolResult, ToolSpec
+
+import engine_harness
+from engine_harness import passed
 
 pytestmark = pytest.mark.anyio
 
@@ -59,23 +60,7 @@ async def engine_on(url: str, clock: Clock, cfg: EngineConfig) -> AsyncIterator[
 
 async def burst(engines: list[Engine], principal: Principal, n: int, tool: ToolSpec | None = None) -> list[Any]:
     """`n` calls at once, spread over `engines`; each result is an Execution or the exception."""
-    results: list[Any] = []
-
-    async def one(i: int) -> None:
-        try:
-            results.append(await engines[i % len(engines)].execute(tool or spec(), {"i": i}, principal, ok))
-        except (RateLimited, BudgetExceeded, ExecutionDenied) as exc:
-            results.append(exc)
-
-    with anyio.fail_after(60):
-        async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(one, i)
-    return results
-
-
-def passed(results: list[Any]) -> int:
-    return sum(isinstance(r, Execution) and r.status == "success" for r in results)
+    return await engine_harness.burst(engines, principal, n, tool or spec(), ok)
 
 
 async def test_rate_limit_is_exact_under_concurrency_and_resets(db_url: str) -> None:

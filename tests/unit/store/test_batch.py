@@ -4,7 +4,7 @@ retries alone after a failed batch, and cancellation of a waiting caller — on 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -39,6 +39,25 @@ def insert(conn: sa.Connection, n: int) -> int:
 
 async def rows(store: Store) -> list[int]:
     return await store.db.read(lambda conn: [r.n for r in conn.execute(sa.select(PROBE.c.n).order_by(PROBE.c.n))])
+
+
+async def submit_together(batcher: GroupCommit, ns: Sequence[int], write: Callable[[int], Any] = lambda n: insert,
+                          *, savepoint: bool = True) -> dict[int, Any]:
+    """One write per `n` submitted at once (`write(n)` is its function, called with `n`); each n's
+    answer, or the refusal or store error it raised."""
+    results: dict[int, Any] = {}
+
+    async def one(n: int) -> None:
+        try:
+            results[n] = await batcher.submit(write(n), n, savepoint=savepoint)
+        except (RateLimited, StoreError) as exc:
+            results[n] = exc
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            for n in ns:
+                tg.start_soon(one, n)
+    return results
 
 
 async def test_a_lone_write_commits_without_waiting_the_window(db_url: str) -> None:
@@ -85,18 +104,7 @@ async def test_a_refusal_inside_a_batch_is_that_writes_own(db_url: str) -> None:
 
     async with probe_store(db_url) as store:
         batcher = GroupCommit(store.db, window_s=3600, max_size=3)
-        results: dict[int, Any] = {}
-
-        async def one(n: int) -> None:
-            try:
-                results[n] = await batcher.submit(insert_then_refuse if n == 1 else insert, n)
-            except RateLimited as exc:
-                results[n] = exc
-
-        with anyio.fail_after(5):
-            async with anyio.create_task_group() as tg:
-                for n in range(3):
-                    tg.start_soon(one, n)
+        results = await submit_together(batcher, range(3), lambda n: insert_then_refuse if n == 1 else insert)
         assert batcher.stats.largest == 3
         assert isinstance(results[1], RateLimited)
         assert (results[0], results[2]) == (0, 2)
@@ -107,18 +115,7 @@ async def test_a_database_error_inside_a_batch_fails_only_its_write(db_url: str)
     async with probe_store(db_url) as store:
         await store.db.write(insert, 5)
         batcher = GroupCommit(store.db, window_s=3600, max_size=3)
-        results: dict[int, Any] = {}
-
-        async def one(n: int) -> None:
-            try:
-                results[n] = await batcher.submit(insert, n)
-            except StoreError as exc:
-                results[n] = exc
-
-        with anyio.fail_after(5):
-            async with anyio.create_task_group() as tg:
-                for n in (1, 5, 7):  # 5 exists: a primary-key violation
-                    tg.start_soon(one, n)
+        results = await submit_together(batcher, (1, 5, 7))  # 5 exists: a primary-key violation
         assert batcher.stats.largest == 3
         assert isinstance(results[5], StoreError)
         assert (results[1], results[7]) == (1, 7)
@@ -137,18 +134,7 @@ async def test_a_failed_batch_is_tried_again_write_by_write(db_url: str) -> None
 
     async with probe_store(db_url) as store:
         batcher = GroupCommit(store.db, window_s=3600, max_size=3, seal=seal)
-        results: dict[int, Any] = {}
-
-        async def one(n: int) -> None:
-            try:
-                results[n] = await batcher.submit(insert, n)
-            except StoreError as exc:
-                results[n] = exc
-
-        with anyio.fail_after(5):
-            async with anyio.create_task_group() as tg:
-                for n in (11, 12, 13):
-                    tg.start_soon(one, n)
+        results = await submit_together(batcher, (11, 12, 13))
         assert sealed[0] == [11, 12, 13]
         assert (results[11], results[12]) == (11, 12)
         assert isinstance(results[13], StoreError)
@@ -221,18 +207,8 @@ async def test_a_write_without_a_savepoint_that_fails_fails_its_batch_whose_writ
     async with probe_store(db_url) as store:
         await store.db.write(insert, 5)
         batcher = GroupCommit(store.db, window_s=3600, max_size=3)
-        results: dict[int, Any] = {}
-
-        async def one(n: int) -> None:
-            try:
-                results[n] = await batcher.submit(insert, n, savepoint=False)
-            except StoreError as exc:
-                results[n] = exc
-
-        with anyio.fail_after(5):
-            async with anyio.create_task_group() as tg:
-                for n in (1, 5, 7):  # 5 exists: on PostgreSQL the failed statement aborts the transaction
-                    tg.start_soon(one, n)
+        # 5 exists: on PostgreSQL the failed statement aborts the transaction
+        results = await submit_together(batcher, (1, 5, 7), savepoint=False)
         assert isinstance(results[5], StoreError)
         assert (results[1], results[7]) == (1, 7)
         assert await rows(store) == [1, 5, 7]
