@@ -36,11 +36,10 @@ class _Form:
     positional: bool
 
     def row(self, params: Mapping[str, Any]) -> Any:
-        values = [
-            (process(params[key] if key is not None else fixed) if process is not None else
-             params[key] if key is not None else fixed)
-            for _name, key, fixed, process in self.binds
-        ]
+        values = []
+        for _name, key, fixed, process in self.binds:
+            value = params[key] if key is not None else fixed
+            values.append(process(value) if process is not None else value)
         return tuple(values) if self.positional else {b[0]: v for b, v in zip(self.binds, values, strict=True)}
 
 
