@@ -9,7 +9,7 @@ import anyio
 
 from toolagent.engine import Engine, ExecutionDenied, Principal
 from toolagent.errors import BudgetExceeded, RateLimited
-from toolagent.store.executions import Execution
+from toolagent.store.execution_record import Execution
 from toolagent.tools.spec import ToolResult, ToolSpec
 
 

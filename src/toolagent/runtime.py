@@ -36,7 +36,8 @@ from .engine.principals import Principal, Principals
 from .engine.reads import Reads, ToolDetails
 from .engine.registry import Registry, ToolEntry, ToolListing
 from .settings import Settings
-from .store.executions import Execution, ExecutionStore, Owner
+from .store.execution_record import Execution
+from .store.executions import ExecutionStore, Owner
 from .store.history import Stats
 from .tools.base import CallContext
 from .tools.bounds import ResultBounds

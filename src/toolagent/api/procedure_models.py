@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, MIN_LIMIT
 from ..status import ExecutionStatus
-from ..store.executions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from ..tools.under_agent import AGENT_METADATA_KEY
 
 Category = Literal["browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent"]

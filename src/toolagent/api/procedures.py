@@ -30,7 +30,7 @@ from ..errors import (
     UnknownTool, UsageError,
 )
 from ..status import CallStatus, ExecutionStatus, StepStatus
-from ..store.executions import Execution
+from ..store.execution_record import Execution
 from ..tools.base import CallContext, CallOutcome
 from ..tools.bounds import bound_each_result, bound_result
 from ..tools.spec import split_name

@@ -15,7 +15,7 @@ from rich.table import Table
 from ..engine import HistoryQuery
 from ..errors import UsageError
 from ..status import ExecutionStatus
-from ..store.executions import Execution
+from ..store.execution_record import Execution
 from ._app import app, emit_json, err, out, run, state
 from ._runtime import open_engine
 from ._tables import Column, fitted_table, time_cell

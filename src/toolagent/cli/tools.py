@@ -29,7 +29,7 @@ from ..mcp.config import ServersConfig
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
 from ..store import Store
-from ..store.executions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
+from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
 from ..tools.base import CallContext, CallOutcome
 from ..tools.spec import ToolResult
 from ..tools.under_agent import under_agent

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..agents.yaml_loader import safe_load
 from ..errors import ConfigError
 from ..settings import Settings
-from ..store.executions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from .permissions import Category, Level, Plan, Risk
 
 #: Environment variable naming the engine config file (YAML or JSON).

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import UsageError
 from ..runtime import DEFAULT_AUDIT, Runtime
 from ..status import CallStatus
-from ..store.executions import Execution
+from ..store.execution_record import Execution
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
 from ..tools.cancellation import CANCEL_WAIT_S
 from ..tools.spec import ToolResult, ToolSpec

@@ -1,11 +1,12 @@
-"""Execution ids and timeouts; the records and their store verbs live in `store/executions.py`."""
+"""Execution ids and timeouts; the records live in `store/execution_record.py`, their store verbs
+in `store/executions.py`."""
 
 from __future__ import annotations
 
 import secrets
 
 from ..errors import UsageError
-from ..store.executions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 
 
 def new_execution_id(now_s: float) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import PermissionDenied, UsageError
 from ..store.db import Database
-from ..store.executions import STATUSES, Execution
+from ..store.execution_record import STATUSES, Execution
 from ..store.history import ExecutionFilter, ExecutionHistory, Stats
 from .permissions import CATEGORIES
 from .principals import Principal

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..store.db import Database, as_utc
-from ..store.executions import DURATION_BUCKETS_S
+from ..store.execution_record import DURATION_BUCKETS_S
 from ..store.metrics import MetricsReads
 from .permissions import DENIAL_RATE_LIMITED
 from .prometheus import Histogram, PromDenial, PromSnapshot, PromToolFigures, PromUserFigures

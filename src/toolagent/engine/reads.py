@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, UsageError
-from ..store.executions import Execution, ExecutionStore
+from ..store.execution_record import Execution
+from ..store.executions import ExecutionStore
 from ..store.history import Stats
 from .config import EngineConfig
 from .history import History, HistoryPage, HistoryQuery

@@ -8,7 +8,7 @@ stops after `offset + limit` rows instead of a sort over every match.
 `execution_totals` keeps, per (tool, user, final status, denial code — empty when not denied),
 the executions that ended, how many of them have a duration, the durations' sum and the latest
 start; `execution_buckets` counts durations per tool in the buckets of
-`store.executions.DURATION_BUCKETS_S` (index `len(...)` is "longer than the last bound"). Both are
+`store.execution_record.DURATION_BUCKETS_S` (index `len(...)` is "longer than the last bound"). Both are
 changed in the transaction that writes an execution's final state and when executions are
 pruned, so they always add up to the `executions` rows that ended, and metrics read them instead
 of scanning the history. `ix_executions_tool_duration` answers percentiles: the k-th shortest

@@ -31,13 +31,10 @@ from . import engine_tables as et
 from .db import Database, as_utc
 from .execution_record import (
     BOUNDS_MS,
-    DURATION_BUCKETS_S,
     FINAL_STATUSES,
     INTERRUPTED,
     MAX_TIMEOUT_MS,
-    MIN_TIMEOUT_MS,
     ORPHAN_GRACE_S,
-    STATUSES,
     Execution,
     bucket_index,
     row_values,
@@ -329,7 +326,4 @@ def _orphaned(row: Any, me: Owner, now: datetime, started: datetime) -> str | No
     return gone(row.owner_pid, row.owner_host, row.owner_boot, me)
 
 
-__all__ = [
-    "DURATION_BUCKETS_S", "FINAL_STATUSES", "INTERRUPTED", "MAX_TIMEOUT_MS", "MIN_TIMEOUT_MS", "ORPHAN_GRACE_S", "STATUSES",
-    "Execution", "ExecutionStore", "Owner", "boot_id", "bucket_index", "pid_alive", "row_values",
-]
+__all__ = ["ExecutionStore", "Owner", "boot_id", "pid_alive"]

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from ..status import ExecutionStatus
 from . import engine_tables as et
 from .db import Database
-from .executions import Execution
+from .execution_record import Execution
 
 _T = et.executions
 

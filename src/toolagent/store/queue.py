@@ -26,7 +26,7 @@ from ..status import ExecutionStatus, RunStatus, StepStatus
 from . import engine_tables as et
 from . import tables as t
 from .db import Database, as_utc, utcnow
-from .executions import INTERRUPTED
+from .execution_record import INTERRUPTED
 from .owner import Owner
 from .queued_calls import CALL_TASK, TOOLS_QUEUE, QueuedCallStore, fail_job_in
 from ..engine.redaction import redact_values

@@ -21,7 +21,8 @@ from ..status import ExecutionStatus
 from . import engine_tables as et
 from . import tables as t
 from .db import Database, as_utc, utcnow
-from .executions import Execution, ExecutionStore, row_values
+from .execution_record import Execution, row_values
+from .executions import ExecutionStore
 
 #: The queue of single asynchronous tool calls and the task that runs one (argument: the execution id).
 TOOLS_QUEUE, CALL_TASK = "tools", "toolagent.call"

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..engine.registry import ToolEntry
     from ..errors import ToolAgentError
     from ..store.db import Connection
-    from ..store.executions import Execution
+    from ..store.execution_record import Execution
 
 #: A check or a count run inside the admission transaction (see `ToolCall.admission`): it returns
 #: a refusal (`Decision`), the limit counters it advanced, or None.

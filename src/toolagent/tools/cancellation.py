@@ -25,7 +25,8 @@ import anyio.abc
 from ..engine.principals import Principal
 from ..errors import NotFound, StoreError, UsageError
 from ..status import ExecutionStatus
-from ..store.executions import Execution, ExecutionStore, Owner, pid_alive
+from ..store.execution_record import Execution
+from ..store.executions import ExecutionStore, Owner, pid_alive
 from .records import Recorder
 
 logger = logging.getLogger("toolagent.tools.cancellation")

@@ -16,7 +16,7 @@ from ..engine.permissions import Decision, ExecutionDenied, decide
 from ..engine.principals import Principals
 from ..status import CallStatus
 from ..store.db import Connection
-from ..store.executions import Execution
+from ..store.execution_record import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 from .records import Recorder
 

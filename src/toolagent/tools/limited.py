@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from ..engine.limits import Limits, LimitStatus
 from ..store.db import Connection
-from ..store.executions import Execution
+from ..store.execution_record import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 
 

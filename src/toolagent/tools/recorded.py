@@ -35,7 +35,7 @@ from ..engine.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, Decision
 from ..engine.redaction import redact_text
 from ..errors import BudgetExceeded, RateLimited, ToolAgentError
 from ..status import CallStatus, ExecutionStatus
-from ..store.executions import Execution
+from ..store.execution_record import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 from .bounds import DEFAULT_MAX_RESULT_BYTES, bound_result, looks_large
 from .gate import denied_outcome, refuse

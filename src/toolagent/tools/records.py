@@ -34,7 +34,8 @@ from ..settings import Settings
 from ..status import AuditOutcome, CallStatus, ExecutionStatus
 from ..store.batch import DEFAULT_MAX_SIZE, DEFAULT_WINDOW_S, GroupCommit
 from ..store.db import Connection
-from ..store.executions import Execution, ExecutionStore, Owner
+from ..store.execution_record import Execution
+from ..store.executions import ExecutionStore, Owner
 from .base import CallContext, ToolCall
 
 if TYPE_CHECKING:

@@ -27,7 +27,8 @@ from ..engine.registry import ToolEntry
 from ..errors import ToolAgentError
 from ..status import CallStatus, ExecutionStatus
 from ..store.db import Connection, utcnow
-from ..store.executions import Execution, ExecutionStore
+from ..store.execution_record import Execution
+from ..store.executions import ExecutionStore
 from ..store.queued_calls import QueuedCallStore
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
 from ..tools.records import Recorder

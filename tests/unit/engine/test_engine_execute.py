@@ -26,7 +26,8 @@ from toolagent.engine.events import Event
 from toolagent.engine.redaction import REDACTED
 from toolagent.errors import NotFound, ToolCallError, UpstreamError, UsageError
 from toolagent.store import open_store
-from toolagent.store.executions import Execution, Owner
+from toolagent.store.execution_record import Execution
+from toolagent.store.executions import Owner
 from toolagent.tools.spec import ToolResult, ToolSpec
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ from toolagent.engine import Engine, HistoryQuery, Principal
 from toolagent.engine.prometheus import render
 from toolagent.errors import NotFound, PermissionDenied, UsageError
 from toolagent.store import open_store
-from toolagent.store.executions import Execution
+from toolagent.store.execution_record import Execution
 from toolagent.tools.spec import ToolResult, ToolSpec
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,8 @@ import sqlalchemy as sa
 from toolagent.errors import StoreError, UsageError
 from toolagent.store import open_store
 from toolagent.store.db import utcnow
-from toolagent.store.executions import Execution, ExecutionStore
+from toolagent.store.execution_record import Execution
+from toolagent.store.executions import ExecutionStore
 
 pytestmark = pytest.mark.anyio
 
