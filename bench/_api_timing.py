@@ -51,7 +51,7 @@ def install() -> None:
     from toolagent.tools.records import Recorder
     from toolagent.tools.stack import ToolStack
 
-    _timed(routes_tools, "_respond", "0 whole procedure (after auth)")
+    _timed(routes_tools, "respond", "0 whole procedure (after auth)")
     _timed(Principals, "authenticate_key", "1 authenticate (key lookup)")
     _timed(procedures, "tool_entry", "2 tool_entry")
     _timed(ToolStack, "call", "3 tool stack call (total)")

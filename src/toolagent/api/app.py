@@ -28,6 +28,7 @@ from ..settings import Settings
 from . import errors
 from .auth import current_caller
 from .body_limit import BodyLimit, max_body_bytes_from_env
+from .direct import EXECUTE_PATH, TRPC_EXECUTE_PATH, DirectExecute
 from .edge import EdgeCheck
 from .docs import install_docs
 from .services import Services, open_services
@@ -95,8 +96,11 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
                   docs_url=None, redoc_url=None)
     install_docs(app)
     routes: list[BaseRoute] = []
+    direct_routes: dict[str, BaseRoute] = {}
     errors.install(app)
-    # Outermost last: the size cap applies before the edge checks read the body.
+    # Outermost last: the size cap applies before the edge checks read the body, and both before
+    # the tool call's direct answer.
+    app.add_middleware(DirectExecute, routes=direct_routes)
     app.add_middleware(EdgeCheck)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env())
     app.state.http_metrics = HttpMetrics()
@@ -162,7 +166,13 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
     # Every route with its methods (a router's own list: its routes carry their full paths), for 405s.
     routes.extend(r for r in app.router.routes if getattr(r, "methods", None))
     routes.extend(r for router in routers for r in router.routes)
+    direct_routes.update({EXECUTE_PATH: _route_at(routes, EXECUTE_PATH, "POST"),
+                          TRPC_EXECUTE_PATH: _route_at(routes, "/trpc/{path:path}", "POST")})
     return app
+
+
+def _route_at(routes: list[BaseRoute], path: str, method: str) -> BaseRoute:
+    return next(r for r in routes if getattr(r, "path", None) == path and method in getattr(r, "methods", ()))
 
 
 class RequestMetrics:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from starlette.types import Scope
 
 from ..errors import ToolAgentError, Unauthenticated
 from ..runs import BuildRunner
@@ -58,20 +59,27 @@ class Caller:
         return list(await svc.runtime.cancel_run(run_id, self.principal, wait_s=0))
 
 
-def _raw_key(request: Request) -> str | None:
-    header = request.headers.get("authorization")
-    if header:
-        scheme, _, value = header.partition(" ")
+def raw_key(scope: Scope) -> str | None:
+    """The API key a request carries: `Authorization: Bearer <key>`, else `X-API-Key` (the first of each header)."""
+    bearer = api_key = None
+    for name, value in scope.get("headers") or ():
+        if name == b"authorization" and bearer is None:
+            bearer = value.decode("latin-1")
+        elif name == b"x-api-key" and api_key is None:
+            api_key = value.decode("latin-1")
+    if bearer:
+        scheme, _, value = bearer.partition(" ")
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
-    key = request.headers.get("x-api-key")
-    return key.strip() if key else None
+    return api_key.strip() if api_key else None
 
 
-async def current_caller(request: Request) -> Caller:
-    """The request's caller; 401 for a missing, unknown or revoked key."""
-    svc: Services = request.app.state.services
-    raw = _raw_key(request)
+async def authenticate(svc: Services, raw: str | None) -> Caller:
+    """The caller a raw key belongs to.
+
+    Raises:
+        Unauthenticated: no key, or an unknown or revoked one (401).
+    """
     if raw is None:
         raise Unauthenticated()
     try:
@@ -80,8 +88,12 @@ async def current_caller(request: Request) -> Caller:
         if getattr(exc, "code", "") in ("UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND"):
             raise Unauthenticated(f"invalid API key: {exc.message}") from exc
         raise
-    request.state.caller = Caller(principal, api_key)
-    return request.state.caller  # type: ignore[no-any-return]
+    return Caller(principal, api_key)
+
+
+async def current_caller(request: Request) -> Caller:
+    """The request's caller; 401 for a missing, unknown or revoked key."""
+    return await authenticate(request.app.state.services, raw_key(request.scope))
 
 
 CallerDep = Annotated[Caller, Depends(current_caller)]

@@ -11,6 +11,9 @@
 | `GET  /api/tools/metrics`                | getToolMetrics      |
 | `GET  /api/tools/{server}/{tool}`        | getToolDetails      |
 
+`POST /api/tools/execute` is answered by `direct.py` ahead of FastAPI when the request is a plain
+one (a JSON body, a valid key and input); this route answers the rest and documents it.
+
 The fixed routes are declared before the tool-name route, so a server named `executions`,
 `history` or `metrics` would be shadowed: name servers otherwise.
 """
@@ -27,6 +30,7 @@ from . import procedures as p
 from .auth import Caller, CallerDep
 from .errors import STATUS_BY_CODE, error_body, error_code
 from .route_helpers import AUTH_RESPONSES, error_response, services
+from .services import Services
 
 router = APIRouter(prefix="/api/tools", tags=["tools"])
 
@@ -45,10 +49,14 @@ _RATE_HEADERS = {
 
 
 async def _respond(name: str, request: Request, caller: Caller, inp: Any) -> JSONResponse:
+    return await respond(name, services(request), caller, inp)
+
+
+async def respond(name: str, svc: Services, caller: Caller, inp: Any) -> JSONResponse:
     """Run a procedure and answer with its body, status and headers, or its error."""
     reply = p.Reply()
     try:
-        data = await p.PROCEDURES[name].run(services(request), caller, inp, reply)
+        data = await p.PROCEDURES[name].run(svc, caller, inp, reply)
     except ToolAgentError as exc:
         code = error_code(exc)
         return JSONResponse(error_body(code, exc.message, reply.details), status_code=STATUS_BY_CODE.get(code, 500),

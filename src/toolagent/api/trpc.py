@@ -21,13 +21,15 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
+from starlette.types import Scope
 
 from ..errors import ToolAgentError
-from . import procedures as p
-from .auth import Caller, current_caller
 from ..inputs import InputProblem, parse_json
+from . import procedures as p
+from .auth import Caller, authenticate, raw_key
 from .edge import JSON_SCOPE_KEY
 from .errors import error_code
+from .services import Services
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +103,7 @@ def _inputs(raw: str | bytes | None, batch: bool, count: int, checked: Any = _UN
     return [parsed.get(str(i)) for i in range(count)]
 
 
-async def _call(path: str, method: str, raw: Any, caller: Caller | ToolAgentError, request: Request) -> _Outcome:
+async def _call(path: str, method: str, raw: Any, caller: Caller | ToolAgentError, svc: Services) -> _Outcome:
     """One procedure call, answered in tRPC's shape whatever happens."""
     namespace, _, name = path.partition(".")
     proc = p.PROCEDURES.get(name) if namespace == NAMESPACE else None
@@ -119,7 +121,7 @@ async def _call(path: str, method: str, raw: Any, caller: Caller | ToolAgentErro
         return _failure("BAD_REQUEST", p.validation_message(fields), path, fields=fields)
     reply = p.Reply()
     try:
-        data = await proc.run(request.app.state.services, caller, inp, reply)
+        data = await proc.run(svc, caller, inp, reply)
     except ToolAgentError as exc:
         return _failure(error_code(exc), exc.message, path, {**reply.headers, **p.refusal_headers(exc)},
                         details=reply.details)
@@ -129,11 +131,17 @@ async def _call(path: str, method: str, raw: Any, caller: Caller | ToolAgentErro
     return _Outcome({"result": {"data": data}}, 200, reply.headers)
 
 
-async def _caller(request: Request) -> Caller | ToolAgentError:
+async def _caller(svc: Services, scope: Scope) -> Caller | ToolAgentError:
     try:
-        return await current_caller(request)
+        return await authenticate(svc, raw_key(scope))
     except ToolAgentError as exc:
         return exc
+
+
+async def answer_one(svc: Services, scope: Scope, path: str, raw: Any) -> JSONResponse:
+    """A single (unbatched) POST to procedure `path` with the parsed JSON body `raw`, answered."""
+    outcome = await _call(path, "POST", raw, await _caller(svc, scope), svc)
+    return JSONResponse(outcome.body, status_code=outcome.status, headers=outcome.headers)
 
 
 @router.api_route("/{path:path}", methods=["GET", "POST"])
@@ -149,11 +157,12 @@ async def trpc(request: Request, path: str) -> Response:
     except TrpcError as exc:
         outcome = _failure(exc.code, exc.message, None if batch else path)
         return JSONResponse([outcome.body] * len(paths) if batch else outcome.body, status_code=outcome.status)
-    caller = await _caller(request)
+    svc: Services = request.app.state.services
+    caller = await _caller(svc, request.scope)
     outcomes: list[_Outcome | None] = [None] * len(paths)
 
     async def one(i: int) -> None:
-        outcomes[i] = await _call(paths[i], request.method, inputs[i], caller, request)
+        outcomes[i] = await _call(paths[i], request.method, inputs[i], caller, svc)
 
     if len(paths) == 1:
         await one(0)
