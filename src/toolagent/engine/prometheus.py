@@ -30,6 +30,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client import Histogram as PromHistogram
@@ -188,12 +189,19 @@ class HttpMetrics:
         self.requests = Counter(_HTTP_TOTAL[0], _HTTP_TOTAL[1], ("method", "route", "status"), registry=self.registry)
         self.latency = PromHistogram(_HTTP_TIME[0], _HTTP_TIME[1], ("method", "route"), registry=self.registry,
                                      buckets=self.buckets_s)
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one request that took `seconds`."""
-        verb = method.upper()
-        self.requests.labels(verb, route, str(status)).inc()
-        self.latency.labels(verb, route).observe(seconds)
+        key = (method, route, status)
+        series = self._series.get(key)
+        if series is None:
+            # `labels()` checks and locks on every call; a series' children, once made, are kept
+            # (as many as the series, which the route templates bound).
+            verb = method.upper()
+            series = self._series[key] = (self.requests.labels(verb, route, str(status)), self.latency.labels(verb, route))
+        series[0].inc()
+        series[1].observe(seconds)
 
     def collect(self) -> Iterator[Metric]:
         """The two families, without the `_created` timestamps (not part of these metrics)."""

@@ -9,9 +9,10 @@ revoked since the caller authenticated, and a refusal then is recorded the same 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from .._evolve import evolve
 from ..engine.permissions import Decision, ExecutionDenied, decide
 from ..engine.principals import Principals
 from ..status import CallStatus
@@ -62,7 +63,7 @@ class GateSource(WrappedSource):
                                 scopes=(fresh or key).scopes)
 
         # The record layer runs the re-check in its admission transaction and records a refusal.
-        return await self.inner.call_tool(replace(call, admission=(recheck, *call.admission)), ctx)
+        return await self.inner.call_tool(evolve(call, admission=(recheck, *call.admission)), ctx)
 
     async def refuse(self, call: ToolCall, ctx: CallContext, draft: Execution, decision: Decision) -> CallOutcome:
         """Record `decision` as a denial of `draft` and answer with it."""

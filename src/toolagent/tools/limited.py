@@ -11,8 +11,9 @@ processes comes from the store's counters, not from this process.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from .._evolve import evolve
 from ..engine.limits import Limits, LimitStatus
 from ..store.db import Connection
 from ..store.execution_record import Execution
@@ -33,7 +34,7 @@ class LimitedSource(WrappedSource):
             return self.limits.consume(conn, principal.name, principal.plan, tool=execution.tool,
                                        category=execution.category)
 
-        return await self.inner.call_tool(replace(call, admission=(*call.admission, count)), ctx)
+        return await self.inner.call_tool(evolve(call, admission=(*call.admission, count)), ctx)
 
 
 __all__ = ["LimitedSource"]

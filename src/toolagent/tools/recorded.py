@@ -23,12 +23,13 @@ own `result` stays whole for the caller that is waiting on it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 
+from .._evolve import evolve
 from ..engine.limits import Clock
 from ..engine.logs import log_context
 from ..engine.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, Decision
@@ -108,7 +109,7 @@ class RecordedSource(WrappedSource):
         duration_ms = (time.perf_counter() - started) * 1000
         with anyio.CancelScope(shield=True):
             result = await self._stored_result(outcome.result)
-        ended = replace(
+        ended = evolve(
             execution, status=_STORED[outcome.status], ended_at=datetime.fromtimestamp(self.clock(), UTC),
             duration_ms=duration_ms, result=result,
             error=redact_text(outcome.error) if outcome.error and outcome.status is not CallStatus.CANCELLED else None,
@@ -116,7 +117,7 @@ class RecordedSource(WrappedSource):
         )
         stored = await self.recorder.finish(ended)
         status = outcome.status if stored is ended else _called(stored)
-        return replace(outcome, status=status, execution_id=stored.id, error=stored.error or outcome.error,
+        return evolve(outcome, status=status, execution_id=stored.id, error=stored.error or outcome.error,
                        reason=stored.reason, duration_ms=stored.duration_ms, ended_at=stored.ended_at,
                        limits=execution.limits, record=stored)
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._evolve import evolve
 from ..engine.audit import AuditEntry, AuditLog
 from ..engine.events import Event, EventBus
 from ..engine.limits import LimitStatus
@@ -196,7 +197,7 @@ class Recorder:
                     return _Written(verdict)
             elif verdict:
                 counted.extend(verdict)
-        return _Written(replace(execution, limits=tuple(counted)), rows=(execution,),
+        return _Written(evolve(execution, limits=tuple(counted)), rows=(execution,),
                         entries=(decision_entry(execution, allowed=True),))
 
     # -- outcome ----------------------------------------------------------------------------------
