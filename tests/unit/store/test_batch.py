@@ -97,6 +97,32 @@ async def test_a_batch_closes_at_the_end_of_its_window(db_url: str) -> None:
         assert (batcher.stats.batches, batcher.stats.largest) == (1, 3)
 
 
+async def test_a_batch_grows_while_writes_keep_coming(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=30, max_size=64, idle_s=1.0)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(batcher.submit, insert, 0)
+                tg.start_soon(batcher.submit, insert, 1)
+                for n in range(2, 6):  # each joins well within the idle gap of the one before
+                    await anyio.sleep(0.05)
+                    tg.start_soon(batcher.submit, insert, n)
+        assert await rows(store) == list(range(6))
+        assert (batcher.stats.batches, batcher.stats.largest) == (1, 6)
+
+
+async def test_a_batch_stops_waiting_once_writes_stop_coming(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=64, idle_s=0.05)
+        with anyio.fail_after(10):  # not the window: the idle gap closes it
+            async with anyio.create_task_group() as tg:
+                for n in range(3):
+                    tg.start_soon(batcher.submit, insert, n)
+        assert (batcher.stats.batches, batcher.stats.largest) == (1, 3)
+        assert await batcher.submit(insert, 3) == 3  # a later write is a batch of its own
+        assert (batcher.stats.batches, batcher.stats.largest) == (2, 3)
+
+
 async def test_a_refusal_inside_a_batch_is_that_writes_own(db_url: str) -> None:
     def insert_then_refuse(conn: sa.Connection, n: int) -> None:
         conn.execute(PROBE.insert().values(n=n, tag="refused"))
@@ -143,7 +169,7 @@ async def test_a_failed_batch_is_tried_again_write_by_write(db_url: str) -> None
 
 async def test_a_cancelled_waiting_caller_still_gets_its_write_committed_once(db_url: str) -> None:
     async with probe_store(db_url) as store:
-        batcher = GroupCommit(store.db, window_s=3600, max_size=3)
+        batcher = GroupCommit(store.db, window_s=3600, max_size=3, idle_s=3600)
         scopes: dict[int, anyio.CancelScope] = {}
         answered: set[int] = set()
         went_on: set[int] = set()
