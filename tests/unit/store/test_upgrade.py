@@ -105,3 +105,46 @@ async def test_a_postgres_store_of_the_previous_release_upgrades_in_place(pg_url
     with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
         conn.execute(dump.encode())
     await _check_upgraded(pg_url)
+
+
+def test_the_head_revision_is_alembics() -> None:
+    from alembic.script import ScriptDirectory
+
+    from toolagent.store.migrations import alembic_config, head_revision
+
+    assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def test_the_current_revision_is_read_as_alembic_reads_it(db_url: str) -> None:
+    from toolagent.store.migrations import current_revision
+
+    def both(conn: sa.Connection) -> tuple[str | None, str | None]:
+        return current_revision(conn), MigrationContext.configure(conn).get_current_revision()
+
+    db = Database(db_url)
+    try:
+        for target in (None, "0003", "head"):
+            if target is not None:
+                await db.migrate(target)
+            async with db.begin() as conn:
+                ours, alembics = await conn.run_sync(both)
+            assert ours == alembics and (ours is None) == (target is None), target
+    finally:
+        await db.dispose()
+
+
+def test_opening_a_store_at_head_does_not_load_alembic(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import anyio, sys\n"
+            "from toolagent.store import open_store\n"
+            "async def main():\n"
+            f"    async with open_store({str(tmp_path / 's.db')!r}): pass\n"
+            "anyio.run(main)\n"  # the first opening migrates, with Alembic
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic') != [])\n"
+            "for name in [m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')]: del sys.modules[name]\n"
+            "anyio.run(main)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.splitlines() == ["True", "[]"], out
