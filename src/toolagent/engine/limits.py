@@ -141,16 +141,22 @@ class Limits:
             Where each counter stands after this call.
 
         Raises:
-            RateLimited: a rate counter is full (the transaction must be rolled back: raising does it).
+            RateLimited: a rate counter is full.
             BudgetExceeded: the monthly budget is used up.
+            Either way the counters taken before the full one are given back first, so a refused
+            call has counted nothing and the transaction may go on (other calls' admissions share it).
         """
         now = self.clock()
         statuses: list[LimitStatus] = []
+        taken: list[LimitRule] = []
         for rule in self.rules(user, plan, tool=tool, category=category, now_s=now):
             used = self._take(conn, rule)
             reset_in = max(0.0, rule.reset_at_s - now)
             if used is None:
+                for earlier in taken:
+                    self.counters.give_back_in(conn, earlier.key, earlier.window_no)
                 raise self._refusal(user, plan, rule, reset_in)
+            taken.append(rule)
             statuses.append(LimitStatus(rule.kind, rule.scope, rule.limit, used, reset_in))
         return statuses
 

@@ -33,6 +33,8 @@ class LimitCounters:
         # `<` rather than `!=`: a process whose clock lags must not reset a newer window.
         self._reset = Prepared(t.update().where((c.key == key) & (c.window_no < window))
                                .values(window_no=window, calls=1).returning(c.calls))
+        self._give_back = Prepared(t.update().where((c.key == key) & (c.window_no == window) & (c.calls > 0))
+                                   .values(calls=c.calls - 1))
         insert_fn = sqlite.insert if db.is_sqlite else postgresql.insert
         self._create = Prepared(insert_fn(t).values(key=key, window_no=window, calls=1)
                                 .on_conflict_do_nothing(index_elements=[c.key]).returning(c.calls))
@@ -55,6 +57,11 @@ class LimitCounters:
         # Another transaction made or reset the row meanwhile: count against it.
         row = self._bump.execute(conn, params).first()
         return int(row.calls) if row is not None else None
+
+    def give_back_in(self, conn: sa.Connection, key: str, window_no: int) -> None:
+        """Undo one `take_in` of counter `key` in window `window_no` made in `conn`'s transaction (the
+        transaction holds the row's lock since: no other writer has seen the unit)."""
+        self._give_back.execute(conn, {"b_key": key, "b_window": window_no})
 
     async def read(self, keys: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Each existing counter of `keys`: its window number and the calls counted in it."""

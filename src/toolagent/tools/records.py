@@ -9,10 +9,11 @@ Every governed call makes two synchronous writes, each committed before the call
 
 A refusal is one write of its own (the denied row and the `deny` audit row). The writes of
 concurrent calls share transactions (`store.batch.GroupCommit`): each call's checks, counters
-and row update run in the batch's transaction (in a savepoint of their own, so one call's
-refusal or error is its own), then the batch's new rows, totals and audit rows are written at
-once, with one move of the audit chain's head, and the transaction commits; only then does each
-call get its answer. Each write emits its lifecycle event on the bus once committed. The
+and row update run in the batch's transaction, then the batch's new rows, totals and audit rows
+are written at once, with one move of the audit chain's head, and the transaction commits; only
+then does each call get its answer. No call's part needs a savepoint: a check refuses before it
+writes, the limits give back what a refused call took (`Limits.consume`), and the update of a
+row can only fail as a database error, which fails the batch (its writes are then tried alone). Each write emits its lifecycle event on the bus once committed. The
 functions passed to the batcher are the only place these statements are composed.
 """
 
@@ -31,6 +32,7 @@ from ..engine.events import Event, EventBus
 from ..engine.limits import LimitStatus
 from ..engine.permissions import Decision
 from ..engine.redaction import redact, remember_secrets
+from ..errors import BudgetExceeded, RateLimited
 from ..settings import Settings
 from ..status import AuditOutcome, CallStatus, ExecutionStatus
 from ..store.batch import DEFAULT_MAX_SIZE, DEFAULT_WINDOW_S, GroupCommit
@@ -169,7 +171,9 @@ class Recorder:
 
         Each hook is a function of `(connection, execution)` run in the admission's transaction:
         it returns `LimitStatus`es counted, a `Decision` (a refusal ends the admission with
-        nothing written), or raises.
+        nothing written), or raises `RateLimited` / `BudgetExceeded` having written nothing (the
+        limits give back what they took). The transaction is shared with other calls' writes and
+        has no savepoint for this one: any other exception fails the whole batch.
 
         Returns:
             The execution as recorded (with the limits counted), or a hook's refusal.
@@ -177,7 +181,9 @@ class Recorder:
         Raises:
             RateLimited, BudgetExceeded: a limit refused (nothing was written).
         """
-        admitted = (await self.writes.submit(self._admit_in, execution, tuple(hooks))).value
+        admitted = (await self.writes.submit(self._admit_in, execution, tuple(hooks), savepoint=False)).value
+        if isinstance(admitted, (RateLimited, BudgetExceeded)):
+            raise admitted
         if isinstance(admitted, Execution) and admitted.status == ExecutionStatus.CANCELLED:
             with anyio.CancelScope(shield=True):
                 await self.emit("execution_cancelled", admitted, status=ExecutionStatus.CANCELLED, reason=admitted.reason)
@@ -191,7 +197,10 @@ class Recorder:
                                 reason=f"run {execution.run_id} was cancelled by {by}")
             return _Written(cancelled, rows=(cancelled,), ended=(cancelled,), entries=(outcome_entry(cancelled),))
         for hook in hooks:
-            verdict = hook(conn, execution)
+            try:
+                verdict = hook(conn, execution)
+            except (RateLimited, BudgetExceeded) as refused:
+                return _Written(refused)  # raised to the caller by `admit`, outside the transaction
             if isinstance(verdict, Decision):
                 if not verdict.allowed:
                     return _Written(verdict)
