@@ -20,7 +20,8 @@ call), another on a plan of Q calls per minute. Then prints:
      no error (target);
   2. a burst of 3xQ concurrent execute calls by a user whose plan allows Q calls per minute,
      fired while other clients keep the API busy: exactly Q must answer 200 and the rest 429
-     with Retry-After and X-RateLimit headers, and the store's history must agree.
+     with Retry-After and X-RateLimit headers, and the store's history must agree;
+  3. whether the store's audit chain verifies after all that (`toolagent audit verify`).
 
 The load generator runs in this process (one event loop), so on a small machine it competes
 with the server for CPU in phase 1 (the printed CPU figures show how much).
@@ -61,6 +62,7 @@ from pathlib import Path
 import anyio
 import httpx
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from toolagent.store import open_store
 
 from _api_server import BODY, SERVER_ARGS, TOOL, Api, api_clients, api_server, execute, provision, relay_server
 from _load import CONNECTIONS_PER_CLIENT, WARMUP_CLIENTS, Phase, hammer, pct
@@ -230,6 +232,16 @@ async def load(api: Api, relay: Api | None, keys: dict[str, str], args: argparse
     await burst(api, keys[small], args.rate_q, keys[big], args.burst_background)
 
 
+async def verify_audit(db: str) -> None:
+    """Check the store's audit chain after the load: every row's hash and link, and the head."""
+    from toolagent.engine.audit import AuditLog
+
+    async with open_store(db) as store:
+        verified = await AuditLog(store.db).verify()
+    print(f"3. the audit chain after the load: {verified.rows_checked:,} rows, "
+          f"{'verifies' if verified.ok else f'BROKEN at row {verified.first_bad_seq}: {verified.reason}'}")
+
+
 def main() -> None:
     """Parse the arguments, start the server, run the phases."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -273,6 +285,7 @@ def main() -> None:
             relay = None if args.no_relay else stack.enter_context(relay_server(Path(tmp)))
             anyio.run(load, api, relay, keys, args, big, small)
             log = api.log
+        anyio.run(verify_audit, db)
         tail = log.read_text(errors="replace").strip()
         if tail:
             print(f"server log (last lines):\n{tail[-2000:]}")
