@@ -13,8 +13,9 @@ and row update run in the batch's transaction, then the batch's new rows, totals
 are written at once, with one move of the audit chain's head, and the transaction commits; only
 then does each call get its answer. No call's part needs a savepoint: a check refuses before it
 writes, the limits give back what a refused call took (`Limits.consume`), and the update of a
-row can only fail as a database error, which fails the batch (its writes are then tried alone). Each write emits its lifecycle event on the bus once committed. The
-functions passed to the batcher are the only place these statements are composed.
+row can only fail as a database error, which fails the batch (its writes are then tried alone).
+Each write emits its lifecycle event on the bus once committed. The functions passed to the
+batcher are the only place these statements are composed.
 """
 
 from __future__ import annotations
