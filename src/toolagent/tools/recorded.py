@@ -118,8 +118,8 @@ class RecordedSource(WrappedSource):
         stored = await self.recorder.finish(ended)
         status = outcome.status if stored is ended else _called(stored)
         return evolve(outcome, status=status, execution_id=stored.id, error=stored.error or outcome.error,
-                       reason=stored.reason, duration_ms=stored.duration_ms, ended_at=stored.ended_at,
-                       limits=execution.limits, record=stored)
+                      reason=stored.reason, duration_ms=stored.duration_ms, ended_at=stored.ended_at,
+                      limits=execution.limits, record=stored)
 
 
 def _called(record: Any) -> CallStatus:

@@ -48,9 +48,9 @@ def revision_number(revision: str | None) -> int:
 def current_revision(conn: sa.Connection) -> str | None:
     """The revision the database is at, or `None` when no revision was applied.
 
-    Read with one query of Alembic's version table, without importing Alembic: every command
-    opens the store, and Alembic with its revision files takes longer to load than the command
-    takes to run.
+    Read from Alembic's version table (whether it exists, then its row) without importing Alembic:
+    every command opens the store, and Alembic with its revision files takes longer to load than
+    the command takes to run.
     """
     if not sa.inspect(conn).has_table(VERSION_TABLE):
         return None
