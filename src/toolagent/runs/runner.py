@@ -186,6 +186,7 @@ class BuildRunner:
                         await (self._parallel(ctx) if plan.mode.value == "parallel" else self._sequential(ctx))
                 finally:
                     with anyio.CancelScope(shield=True):
+                        await self._settle(ctx)
                         await ctx.writer.close()
             if scope.cancelled_caught:
                 status, error = CANCELLED, self._reasons.get(run_id) or "run cancelled"
@@ -290,8 +291,11 @@ class BuildRunner:
                                           previous[1] if previous else {}, ctx.payload)
             state.params, state.param_sources = args, sources
             call_ctx = replace(self.context, run_id=ctx.run_id, agent_tools=ctx.plan.tools,
-                               security=ctx.plan.security, timeout_ms=self._timeout_ms(entry.spec))
-            _apply(state, await self.tools.call(entry, args, call_ctx))
+                               security=ctx.plan.security, timeout_ms=self._timeout_ms(entry.spec), settle_later=True)
+            outcome = await self.tools.call(entry, args, call_ctx)
+            if outcome.settle is not None:
+                ctx.unsettled.append((state, outcome.settle))
+            _apply(state, outcome)
         except anyio.get_cancelled_exc_class():
             state.status, state.error = CANCELLED, state.error or "cancelled"
             self._close(ctx, state, t0)
@@ -302,6 +306,19 @@ class BuildRunner:
             state.status, state.error = FAILED, exc.message
         self._close(ctx, state, t0)
         await ctx.emit(RunEvent("step_finished", ctx.run_id, state))
+
+    @staticmethod
+    async def _settle(ctx: _Run) -> None:
+        """Wait until every step's execution record is stored (a step goes on as soon as its call
+        ends; its record's write rides with the next commit). A step whose record could not be
+        stored fails."""
+        unsettled, ctx.unsettled = ctx.unsettled, []
+        for state, settle in unsettled:
+            try:
+                await settle()
+            except ToolAgentError as exc:
+                state.status, state.error = FAILED, f"its execution record could not be stored: {exc.message}"
+                ctx.writer.put(state.position, _step_values(state))
 
     def _timeout_ms(self, spec: ToolSpec) -> int | None:
         if spec.timeout_s is not None or self.default_timeout_s is None:
@@ -328,6 +345,8 @@ class _Run:
     writer: StepWriter
     started: datetime
     t0: float
+    unsettled: list[tuple[StepState, Callable[[], Awaitable[Any]]]] = field(default_factory=list)
+    """Steps whose execution record is still being written (`BuildRunner._settle`)."""
 
 
 def _step_values(step: StepState) -> dict[str, Any]:

@@ -21,6 +21,12 @@ When a batch closes:
 There is no background task: the first caller to find no batch under way commits one, then hands
 the next batch to the first caller still queued.
 
+A write may also be deferred (`defer`): queued with no caller waiting, it joins whichever batch
+commits next, and its caller later `settle`s it (committing it then if no batch took it). A
+BUILD step's outcome goes this way: it commits with the next step's admission, one commit per
+step instead of two. A batch never waits for more writes on account of deferred ones, and never
+hands the next batch to one.
+
 Failures are per caller. With more than one write in a batch, each runs inside a savepoint: an
 exception (a limit refused, a constraint failed) rolls back that write only and is raised to its
 caller, and the others commit. When the batch's transaction fails as a whole (the seal, the
@@ -62,11 +68,17 @@ RETRIES: Final = 5
 Seal = Callable[[Connection, list[Any]], None]
 
 
+class Pending(Generic[T]):
+    """A deferred write (`GroupCommit.defer`): pass it to `settle`."""
+
+
 @dataclass(eq=False)
-class _Write(Generic[T]):
+class _Write(Pending[T]):
     fn: Callable[..., T]
     args: tuple[Any, ...]
     savepoint: bool = True
+    awaited: bool = False
+    """A caller waits for it (submitted, or a deferred write being settled)."""
     wake: anyio.Event = field(default_factory=anyio.Event)
     done: bool = False
     value: Any = None
@@ -127,29 +139,52 @@ class GroupCommit:
         Raises:
             Whatever `fn` raised (its write was rolled back), or StoreError: the database failed.
         """
+        return await self.settle(self.defer(fn, *args, savepoint=savepoint))
+
+    def defer(self, fn: Callable[..., T], *args: Any, savepoint: bool = True) -> Pending[T]:
+        """Queue `fn(conn, *args)` for the next batch without waiting for it (`submit`'s arguments).
+
+        The write joins whichever batch the next caller commits, or is committed by `settle`:
+        the caller must settle it (a write nobody settles and no later batch takes is never run).
+        A batch does not wait for more writes on account of a deferred one.
+        """
         write: _Write[T] = _Write(fn, args, savepoint)
         self._queue.append(write)
         if self._full is not None and len(self._queue) >= self.max_size:
             self._full.set()
+        return write
+
+    async def settle(self, write: Pending[T]) -> T:
+        """Wait until a deferred write is committed (committing it when no batch has taken it).
+
+        Raises:
+            What `submit` raises.
+        """
+        assert isinstance(write, _Write)
+        write.awaited = True
         with anyio.CancelScope(shield=True):
-            if self._leading:
+            if self._leading and not write.done:
                 await write.wake.wait()  # committed, or handed the next batch
             if not write.done:
-                await self._lead()
+                await self._lead(write)
         if write.error is not None:
             raise write.error
         return write.value  # type: ignore[no-any-return]
 
-    async def _lead(self) -> None:
-        """Commit one batch (this caller's write is its first), then hand over to the next in line."""
+    async def _lead(self, own: _Write[Any]) -> None:
+        """Commit one batch (`own`, this caller's write, among them), then hand over to the next in line."""
         self._leading = True
         batch: list[_Write[Any]] = []
         try:
             await anyio.lowlevel.checkpoint()
-            if 1 < len(self._queue) < self.max_size and self.window_s > 0:
+            if 1 < len(self._queue) < self.max_size and self.window_s > 0 and \
+                    sum(w.awaited for w in self._queue) > 1:
                 await self._gather()
             while self._queue and len(batch) < self.max_size:
                 batch.append(self._queue.popleft())
+            if not any(w is own for w in batch):  # behind a full batch of deferred writes
+                self._queue.remove(own)
+                batch.append(own)
             await self._commit(batch)
         except BaseException:
             for write in batch:  # interrupted before its outcome was known: never a silent None
@@ -159,8 +194,11 @@ class GroupCommit:
             for write in batch:
                 write.done = True
                 write.wake.set()
-            if self._queue:
-                self._queue[0].wake.set()  # not done: it leads the next batch
+            # The first write someone waits for leads the next batch (a deferred write waits for
+            # its settler, or for the next batch that takes it).
+            heir = next((w for w in self._queue if w.awaited), None)
+            if heir is not None:
+                heir.wake.set()
             else:
                 self._leading = False
 
@@ -229,4 +267,4 @@ class GroupCommit:
             self.seal(conn, [w.value for w in batch if w.error is None])
 
 
-__all__ = ["DEFAULT_MAX_SIZE", "DEFAULT_WINDOW_S", "IDLE_S", "BatchStats", "GroupCommit", "Seal"]
+__all__ = ["DEFAULT_MAX_SIZE", "DEFAULT_WINDOW_S", "IDLE_S", "BatchStats", "GroupCommit", "Pending", "Seal"]

@@ -1,14 +1,17 @@
-"""Hot statements compiled once per dialect and set of keys, then run through the driver.
+"""Hot statements compiled once per dialect and set of keys, then run on the driver's cursor.
 
 Every governed call runs about ten statements (admission, outcome, audit rows, totals).
 Executing a Core statement makes SQLAlchemy look up its compiled form, build an execution
-context and process each parameter: about 50 µs a statement on this machine's SQLite, against
-about 20 µs for the same statement through `Connection.exec_driver_sql`. `Prepared` keeps the
-Core statement as the one definition of the SQL and its types: it compiles it once for the
-connection's dialect and the keys given, and then only converts each parameter with its
-column type's own bind processor (the same conversion SQLAlchemy applies: JSON to text,
-datetimes to SQLite's format) before handing the row to the driver. The statement runs in the
-caller's transaction, as `conn.execute` would.
+context and process each parameter: about 50 µs a statement on this machine's SQLite; even
+`Connection.exec_driver_sql` builds an execution context and a result, about 20 µs over the
+driver's own few µs. `Prepared` keeps the Core statement as the one definition of the SQL and
+its types: it compiles it once for the connection's dialect and the keys given, and then only
+converts each parameter with its column type's own bind processor (the same conversion
+SQLAlchemy applies: JSON to text, datetimes to SQLite's format) before handing the row to a
+cursor of the connection's DBAPI connection. The statement runs in the caller's transaction, as
+`conn.execute` would (SQLAlchemy began it on that same DBAPI connection). A driver error is
+raised as SQLAlchemy's wrapper of it (`sqlalchemy.exc.DBAPIError.instance`), as `conn.execute`
+would raise it, so `Database` translates it the same way.
 
 Rows come back as the driver returns them, with no result processing: a statement that returns
 columns must return plain integers and strings (a counter, a hash), never datetimes or JSON.
@@ -16,12 +19,12 @@ columns must return plain integers and strings (a counter, a hash), never dateti
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.sql.compiler import SQLCompiler
 
 
@@ -61,22 +64,70 @@ def _binds(compiled: SQLCompiler, dialect: sa.Dialect, keys: tuple[str, ...]) ->
     return tuple(binds)
 
 
+class DriverResult:
+    """What a statement run on the driver's cursor returned: the rows it affected and its rows, the
+    few parts of SQLAlchemy's result that the store's hot verbs read."""
+
+    __slots__ = ("rowcount", "_rows")
+
+    def __init__(self, rowcount: int, rows: list[Any]) -> None:
+        self.rowcount = rowcount
+        self._rows = rows
+
+    def first(self) -> Any:
+        """The first row (its columns by name and by position), or None."""
+        return self._rows[0] if self._rows else None
+
+    def scalar(self) -> Any:
+        """The first column of the first row, or None."""
+        return self._rows[0][0] if self._rows else None
+
+    def __iter__(self) -> Any:
+        return iter(self._rows)
+
+
 class Prepared:
     """A Core statement run through the driver (see the module docstring)."""
 
     def __init__(self, statement: sa.Executable) -> None:
         self.statement = statement
         self._forms: dict[tuple[type, tuple[str, ...]], _Form | None] = {}
+        self._row_types: dict[tuple[str, ...], type] = {}
 
-    def execute(self, conn: sa.Connection, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> CursorResult[Any]:
-        """Run with one parameter mapping, or many (each with the same keys) as one executemany."""
+    def execute(self, conn: sa.Connection, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Any:
+        """Run with one parameter mapping, or many (each with the same keys) as one executemany.
+
+        Returns:
+            A `DriverResult`, or SQLAlchemy's own result for a statement this class does not
+            prepare: either way `rowcount`, `first()`, `scalar()` and iteration.
+        """
         rows = [params] if isinstance(params, Mapping) else list(params)
         form = self._form(conn.dialect, tuple(rows[0]))
         if form is None:  # a form this class does not handle: SQLAlchemy's own path
             return conn.execute(self.statement, rows[0] if isinstance(params, Mapping) else rows)  # type: ignore[arg-type]
-        if isinstance(params, Mapping):
-            return conn.exec_driver_sql(form.sql, form.row(params))
-        return conn.exec_driver_sql(form.sql, [form.row(r) for r in rows])
+        driver_params = form.row(params) if isinstance(params, Mapping) else [form.row(r) for r in rows]
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            if isinstance(params, Mapping):
+                cursor.execute(form.sql, driver_params)
+            else:
+                cursor.executemany(form.sql, driver_params)
+            found = cursor.fetchall() if cursor.description else []
+            if found:
+                found = [self._row_type(cursor.description)._make(r) for r in found]
+            return DriverResult(cursor.rowcount, found)
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise sa.exc.DBAPIError.instance(form.sql, driver_params, exc, conn.dialect.loaded_dbapi.Error,
+                                             dialect=conn.dialect) from exc
+        finally:
+            cursor.close()
+
+    def _row_type(self, description: Sequence[Any]) -> type:
+        names = tuple(d[0] for d in description)
+        row_type = self._row_types.get(names)
+        if row_type is None:
+            row_type = self._row_types[names] = namedtuple("Row", names)  # type: ignore[misc]  # noqa: PYI024
+        return row_type
 
     def _form(self, dialect: sa.Dialect, keys: tuple[str, ...]) -> _Form | None:
         slot = (type(dialect), keys)

@@ -14,7 +14,7 @@ as `exception`, so an entry point can answer with its error code.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -67,6 +67,10 @@ class CallContext:
     on_admitted: Callable[[Execution], None] | None = field(default=None, compare=False)
     """Told the execution record once the call is admitted (before the tool is called); an
     entry point that answers before the call ends (async executeTool) waits for it."""
+    settle_later: bool = False
+    """The caller waits for the outcome's record itself (`CallOutcome.settle`) and may go on
+    before it is stored: a BUILD step, whose run settles its steps' records before it ends. The
+    outcome's write then rides with the next commit (the next step's admission)."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,10 @@ class CallOutcome:
     limits: tuple[LimitStatus, ...] = field(default=(), compare=False)
     """Where the caller's limits stood once this call was counted."""
     record: Execution | None = field(default=None, compare=False, repr=False)
-    """The execution as stored."""
+    """The execution as stored (or, until `settle` is awaited, as it will be)."""
+    settle: Callable[[], Awaitable[Any]] | None = field(default=None, compare=False, repr=False)
+    """Made with `CallContext.settle_later`: awaits the outcome's record being stored (and its
+    event); it must be awaited."""
 
     @property
     def ok(self) -> bool:

@@ -2,9 +2,11 @@
 
 Admission is one write (`Recorder.admit`: the outer layers' hooks, the `running` row, the
 `allow` audit row), committed before the call runs; the outcome is another (`Recorder.finish`,
-shielded, so a cancelled caller never loses its history entry). Concurrent calls' writes share
-transactions (group commit, `tools/records.py`). Between them the inner layers run the call; whatever they answer
-or raise becomes the stored outcome:
+shielded, so a cancelled caller never loses its history entry), committed before the outcome is
+returned — or, for a caller that asked to settle it itself (`CallContext.settle_later`), queued
+to ride with the next commit and settled by that caller (`CallOutcome.settle`). Concurrent
+calls' writes share transactions (group commit, `tools/records.py`). Between them the inner
+layers run the call; whatever they answer or raise becomes the stored outcome:
 
 | inner answer                    | stored status | outcome status |
 | ---                             | ---           | ---            |
@@ -95,7 +97,7 @@ class RecordedSource(WrappedSource):
             await self._finish(execution, started, CallOutcome(
                 CallStatus.FAILED, call.name, error=f"internal error: {type(exc).__name__}: {exc}"))
             raise
-        return await self._finish(execution, started, outcome)
+        return await self._finish(execution, started, outcome, settle_later=ctx.settle_later)
 
     async def _stored_result(self, result: ToolResult | None) -> ToolResult | None:
         """The result as the execution keeps it: bounded to `max_result_bytes`."""
@@ -105,7 +107,8 @@ class RecordedSource(WrappedSource):
             return await anyio.to_thread.run_sync(bound_result, result, self.max_result_bytes)
         return bound_result(result, self.max_result_bytes)
 
-    async def _finish(self, execution: Execution, started: float, outcome: CallOutcome) -> CallOutcome:
+    async def _finish(self, execution: Execution, started: float, outcome: CallOutcome, *,
+                      settle_later: bool = False) -> CallOutcome:
         duration_ms = (time.perf_counter() - started) * 1000
         with anyio.CancelScope(shield=True):
             result = await self._stored_result(outcome.result)
@@ -115,7 +118,13 @@ class RecordedSource(WrappedSource):
             error=redact_text(outcome.error) if outcome.error and outcome.status is not CallStatus.CANCELLED else None,
             reason=outcome.reason,
         )
-        stored = await self.recorder.finish(ended)
+        settle = self.recorder.finish_later(ended)
+        if settle_later:
+            # The caller settles the write (a BUILD step's run, before it ends): it goes on now.
+            return evolve(outcome, execution_id=ended.id, error=ended.error or outcome.error, reason=ended.reason,
+                          duration_ms=ended.duration_ms, ended_at=ended.ended_at, limits=execution.limits,
+                          record=ended, settle=settle)
+        stored = await settle()
         status = outcome.status if stored is ended else _called(stored)
         return evolve(outcome, status=status, execution_id=stored.id, error=stored.error or outcome.error,
                       reason=stored.reason, duration_ms=stored.duration_ms, ended_at=stored.ended_at,

@@ -1,11 +1,13 @@
 """The execution record's writes: one write to admit a call, one to end it, group-committed.
 
-Every governed call makes two synchronous writes, each committed before the call goes on:
+Every governed call makes two writes:
 
 - admission: the outer layers' hooks (the gate's API-key re-check, the limit counters), the
   `running` row and the `allow` audit row — or, when the call's run was cancelled meanwhile,
-  a `cancelled` row and its outcome audit row, counting nothing;
-- outcome: the final row (with the per-tool totals) and the outcome audit row.
+  a `cancelled` row and its outcome audit row, counting nothing. It commits before the call runs;
+- outcome: the final row (with the per-tool totals) and the outcome audit row. It commits before
+  the caller gets the outcome, unless the caller settles it later (`finish_later`: a BUILD step,
+  whose run settles every step's record before it ends).
 
 A refusal is one write of its own (the denied row and the `deny` audit row). The writes of
 concurrent calls share transactions (`store.batch.GroupCommit`): each call's checks, counters
@@ -20,7 +22,7 @@ batcher are the only place these statements are composed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -218,16 +220,27 @@ class Recorder:
         Returns:
             The record as stored: `outcome`, or the row as someone else closed it meanwhile.
         """
-        with anyio.CancelScope(shield=True):
-            # One conditional UPDATE: it can only fail as a database error, which fails the batch.
-            wrote = (await self.writes.submit(self._finish_in, outcome, savepoint=False)).value
-            if not wrote:
-                # Closed meanwhile by someone else (a process that took this one for dead).
-                return await self.executions.get(outcome.id) or outcome
-            kind = "execution_cancelled" if outcome.status == ExecutionStatus.CANCELLED else "execution_finished"
-            await self.emit(kind, outcome, status=outcome.status, duration_ms=outcome.duration_ms,
-                            reason=outcome.reason or outcome.error)
-        return outcome
+        return await self.finish_later(outcome)()
+
+    def finish_later(self, outcome: Execution) -> Callable[[], Awaitable[Execution]]:
+        """Queue the final record's write for the next batch and return what waits for it: `finish`
+        once awaited. Until then the write rides with whichever batch commits next (the next call's
+        admission, typically), so a caller that goes on at once shares that commit."""
+        # One conditional UPDATE: it can only fail as a database error, which fails the batch.
+        write = self.writes.defer(self._finish_in, outcome, savepoint=False)
+
+        async def settle() -> Execution:
+            with anyio.CancelScope(shield=True):
+                wrote = (await self.writes.settle(write)).value
+                if not wrote:
+                    # Closed meanwhile by someone else (a process that took this one for dead).
+                    return await self.executions.get(outcome.id) or outcome
+                kind = "execution_cancelled" if outcome.status == ExecutionStatus.CANCELLED else "execution_finished"
+                await self.emit(kind, outcome, status=outcome.status, duration_ms=outcome.duration_ms,
+                                reason=outcome.reason or outcome.error)
+            return outcome
+
+        return settle
 
     def _finish_in(self, conn: Connection, outcome: Execution) -> _Written:
         if not self.executions.finish_in(conn, outcome, totals=False):

@@ -239,3 +239,70 @@ async def test_a_write_without_a_savepoint_that_fails_fails_its_batch_whose_writ
         assert (results[1], results[7]) == (1, 7)
         assert await rows(store) == [1, 5, 7]
         assert batcher.stats.batches == 4  # the batch, then each write alone
+
+
+async def test_a_deferred_write_rides_with_the_next_batch_and_settles_without_another(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=64, idle_s=3600)
+        pending = batcher.defer(insert, 1)
+        assert await rows(store) == []  # queued, not written
+        with anyio.fail_after(5):  # a batch never waits for more on account of a deferred write
+            assert await batcher.submit(insert, 2) == 2
+        assert await rows(store) == [1, 2]
+        assert (batcher.stats.batches, batcher.stats.largest) == (1, 2)
+        assert await batcher.settle(pending) == 1  # already committed: nothing more to do
+        assert batcher.stats.batches == 1
+
+
+async def test_a_deferred_write_nobody_else_takes_is_committed_by_its_settler(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=64, idle_s=3600)
+        first, second = batcher.defer(insert, 1), batcher.defer(insert, 2)
+        with anyio.fail_after(5):
+            assert await batcher.settle(second) == 2
+        assert await rows(store) == [1, 2]  # in order, in one batch
+        assert await batcher.settle(first) == 1
+        assert batcher.stats.batches == 1
+
+
+async def test_a_deferred_write_reports_its_error_to_its_settler(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        await store.db.write(insert, 5)
+        batcher = GroupCommit(store.db, window_s=3600, max_size=64)
+        pending = batcher.defer(insert, 5)  # a primary-key violation
+        assert await batcher.submit(insert, 6) == 6  # the other write still commits
+        with pytest.raises(StoreError):
+            await batcher.settle(pending)
+        assert await rows(store) == [5, 6]
+
+
+async def test_writes_waited_for_are_not_stuck_behind_deferred_ones(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=3, idle_s=3600)
+        results = {}
+
+        async def one(n: int) -> None:
+            results[n] = await batcher.submit(insert, n)
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, 1)  # leads, waiting for a full batch
+                tg.start_soon(one, 2)
+                await anyio.wait_all_tasks_blocked()
+                deferred = [batcher.defer(insert, n) for n in (10, 11)]  # fills it, and one more is left over
+                tg.start_soon(one, 3)  # queued behind a deferred write nobody settles yet
+        assert results == {1: 1, 2: 2, 3: 3}
+        assert await rows(store) == [1, 2, 3, 10, 11]
+        assert batcher.stats.batches == 2
+        assert [await batcher.settle(p) for p in deferred] == [10, 11]
+
+
+async def test_a_settled_write_behind_a_full_batch_of_deferred_ones_is_in_its_settlers_batch(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=2, idle_s=3600)
+        deferred = [batcher.defer(insert, n) for n in (10, 11, 12)]
+        with anyio.fail_after(5):
+            assert await batcher.submit(insert, 1) == 1
+        assert await rows(store) == [1, 10, 11]  # the first two deferred writes, then its own
+        assert [await batcher.settle(p) for p in deferred] == [10, 11, 12]
+        assert await rows(store) == [1, 10, 11, 12]

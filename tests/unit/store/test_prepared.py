@@ -67,3 +67,17 @@ async def test_returning_and_statements_it_cannot_prepare_still_run(db_url: str)
         ids, returned = await store.db.write(write)
     assert ids == ["a", "c"]  # an expanding IN list takes SQLAlchemy's own path
     assert returned == ("b", "because")
+
+
+async def test_a_driver_error_is_raised_as_sqlalchemys_and_translated_by_the_store(db_url: str) -> None:
+    from toolagent.errors import StoreError
+
+    insert = Prepared(T.insert())
+    async with open_store(db_url) as store:
+        await store.db.write(lambda conn: insert.execute(conn, _row("twice")))
+        with pytest.raises(StoreError, match="store error") as caught:
+            await store.db.write(lambda conn: insert.execute(conn, _row("twice")))
+        async with store.db.begin() as conn:
+            count = await conn.scalar(sa.select(sa.func.count()).select_from(T))
+    assert isinstance(caught.value.__cause__, sa.exc.IntegrityError)  # what `conn.execute` raises
+    assert count == 1
