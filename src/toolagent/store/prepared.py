@@ -13,8 +13,8 @@ cursor of the connection's DBAPI connection. The statement runs in the caller's 
 raised as SQLAlchemy's wrapper of it (`sqlalchemy.exc.DBAPIError.instance`), as `conn.execute`
 would raise it, so `Database` translates it the same way.
 
-Rows come back as the driver returns them, with no result processing: a statement that returns
-columns must return plain integers and strings (a counter, a hash), never datetimes or JSON.
+Rows come back as named tuples, each column converted by its type's own result processor (JSON
+text to data, SQLite's datetime text to a datetime), as SQLAlchemy would return them.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class Prepared:
     def __init__(self, statement: sa.Executable) -> None:
         self.statement = statement
         self._forms: dict[tuple[type, tuple[str, ...]], _Form | None] = {}
-        self._row_types: dict[tuple[str, ...], type] = {}
+        self._readers: dict[tuple[type, tuple[str, ...]], tuple[type, tuple[Callable[[Any], Any] | None, ...]]] = {}
 
     def execute(self, conn: sa.Connection, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Any:
         """Run with one parameter mapping, or many (each with the same keys) as one executemany.
@@ -114,7 +114,7 @@ class Prepared:
                 cursor.executemany(form.sql, driver_params)
             found = cursor.fetchall() if cursor.description else []
             if found:
-                found = [self._row_type(cursor.description)._make(r) for r in found]
+                found = self._rows(conn.dialect, cursor.description, found)
             return DriverResult(cursor.rowcount, found)
         except conn.dialect.loaded_dbapi.Error as exc:
             raise sa.exc.DBAPIError.instance(form.sql, driver_params, exc, conn.dialect.loaded_dbapi.Error,
@@ -122,12 +122,24 @@ class Prepared:
         finally:
             cursor.close()
 
-    def _row_type(self, description: Sequence[Any]) -> type:
+    def _rows(self, dialect: sa.Dialect, description: Sequence[Any], found: list[Any]) -> list[Any]:
+        """The driver's rows as named tuples, each value through its column type's result processor
+        (made, as SQLAlchemy makes it, for the driver's type code of the column)."""
         names = tuple(d[0] for d in description)
-        row_type = self._row_types.get(names)
-        if row_type is None:
-            row_type = self._row_types[names] = namedtuple("Row", names)  # type: ignore[misc]  # noqa: PYI024
-        return row_type
+        reader = self._readers.get((type(dialect), names))
+        if reader is None:
+            columns = list(getattr(self.statement, "exported_columns", ()))
+            processors: tuple[Callable[[Any], Any] | None, ...] = ()
+            if len(columns) == len(names):
+                processors = tuple(c.type.dialect_impl(dialect).result_processor(dialect, d[1])
+                                   for c, d in zip(columns, description, strict=True))
+            row_type = namedtuple("Row", names)  # type: ignore[misc]  # noqa: PYI024
+            reader = self._readers[(type(dialect), names)] = (row_type, processors if any(processors) else ())
+        row_type, processors = reader
+        if not processors:
+            return [row_type._make(r) for r in found]
+        return [row_type._make([v if f is None or v is None else f(v) for f, v in zip(processors, r, strict=True)])
+                for r in found]
 
     def _form(self, dialect: sa.Dialect, keys: tuple[str, ...]) -> _Form | None:
         slot = (type(dialect), keys)

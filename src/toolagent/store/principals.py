@@ -20,6 +20,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from . import engine_tables as et
 from .db import Database, utcnow
+from .prepared import Prepared
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ _KEY_BY_HASH = (sa.select(_K, _U.c.level, _U.c.plan, _U.c.created_at.label("user
                 .join(_U, _U.c.name == _K.c.user_name)
                 .where(_K.c.key_hash == sa.bindparam("b_hash")))
 _KEY_BY_ID = sa.select(_K).where(_K.c.id == sa.bindparam("b_id"))
+_KEY_BY_ID_PREPARED = Prepared(_KEY_BY_ID)
 
 
 class PrincipalRows:
@@ -92,8 +94,9 @@ class PrincipalRows:
 
     @staticmethod
     def key_in(conn: sa.Connection, key_id: str) -> Any | None:
-        """A key's row by id inside the caller's transaction, or None."""
-        return conn.execute(_KEY_BY_ID, {"b_id": key_id}).first()
+        """A key's row by id inside the caller's transaction, or None (every keyed call's admission
+        re-checks its key with it)."""
+        return _KEY_BY_ID_PREPARED.execute(conn, {"b_id": key_id}).first()
 
     async def keys(self, user: str | None = None) -> list[Any]:
         """Key rows (of one user), oldest first."""

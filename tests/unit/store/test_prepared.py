@@ -81,3 +81,19 @@ async def test_a_driver_error_is_raised_as_sqlalchemys_and_translated_by_the_sto
             count = await conn.scalar(sa.select(sa.func.count()).select_from(T))
     assert isinstance(caught.value.__cause__, sa.exc.IntegrityError)  # what `conn.execute` raises
     assert count == 1
+
+
+async def test_rows_read_through_the_driver_come_back_as_sqlalchemy_returns_them(db_url: str) -> None:
+    by_id = sa.select(T).where(T.c.id == sa.bindparam("b_id"))
+    prepared = Prepared(by_id)
+    async with open_store(db_url) as store:
+        await store.db.write(lambda conn: conn.execute(T.insert(), _row("x", ended_at=WHEN, duration_ms=2.5)))
+
+        def read(conn: sa.Connection) -> tuple[dict[str, object], dict[str, object]]:
+            ours = prepared.execute(conn, {"b_id": "x"}).first()
+            theirs = conn.execute(by_id, {"b_id": "x"}).first()
+            return ours._asdict(), theirs._asdict()
+
+        ours, theirs = await store.db.write(read)
+    assert ours == theirs
+    assert ours["metadata"] == {"k": [1, "two", None]} and ours["started_at"].replace(tzinfo=UTC) == WHEN
