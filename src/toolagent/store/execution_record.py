@@ -162,5 +162,15 @@ def row_values(execution: Execution) -> dict[str, Any]:
     }, data=("arguments", "metadata", "result"), text=("error", "reason"))
 
 
+def final_values(execution: Execution) -> dict[str, Any]:
+    """The columns a record's final state sets (`row_values`' status, end, duration, result, error
+    and reason), secrets masked."""
+    return redact_values({
+        "status": execution.status, "ended_at": execution.ended_at, "duration_ms": execution.duration_ms,
+        "result": execution.result.to_json() if execution.result is not None else None, "error": execution.error,
+        "reason": execution.reason,
+    }, data=("result",), text=("error", "reason"))
+
+
 __all__ = ["BOUNDS_MS", "DURATION_BUCKETS_S", "FINAL_STATUSES", "INTERRUPTED", "MAX_TIMEOUT_MS", "MIN_TIMEOUT_MS",
-           "ORPHAN_GRACE_S", "STATUSES", "Execution", "bucket_index", "row_values"]
+           "ORPHAN_GRACE_S", "STATUSES", "Execution", "bucket_index", "final_values", "row_values"]

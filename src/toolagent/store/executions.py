@@ -37,6 +37,7 @@ from .execution_record import (
     ORPHAN_GRACE_S,
     Execution,
     bucket_index,
+    final_values,
     row_values,
 )
 from .owner import Owner, boot_id, gone, pid_alive
@@ -142,9 +143,7 @@ class ExecutionStore:
     def finish_in(self, conn: sa.Connection, execution: Execution, *, totals: bool = True) -> bool:
         """`finish` inside the caller's transaction (without counting the totals when not `totals`:
         the caller counts them, `add_totals_in`)."""
-        values = {k: v for k, v in row_values(execution).items() if k in (
-            "status", "ended_at", "duration_ms", "result", "error", "reason")}
-        return self._end_in(conn, execution.id, values, _Ended.of(execution) if totals else None)
+        return self._end_in(conn, execution.id, final_values(execution), _Ended.of(execution) if totals else None)
 
     def _end_in(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended | None) -> bool:
         """Set a final state if the row is still running, and count it in the totals; False otherwise."""
