@@ -78,6 +78,27 @@ def row(label: str, ours: list[float], raw: list[float], target: float | None,
               f"ratio {ours_cpu / raw_cpu:5.2f}")
 
 
+async def sequential_vs_raw(session: Any, names: list[str], runner: BuildRunner, plan: Any,
+                            rounds: int) -> tuple[list[float], list[float], tuple[list[float], list[float]]]:
+    """`rounds` of: each tool of `names` called raw in turn, then `plan` run by `runner`; the wall
+    times of each side and this process's CPU time (ours, raw)."""
+    ours: list[float] = []
+    raw: list[float] = []
+    cpu: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for n in names:
+            await session.call_tool(n, {"text": n})
+        raw.append(time.perf_counter() - t0)
+        cpu[1].append(time.process_time() - c0)
+        t0, c0 = time.perf_counter(), time.process_time()
+        outcome = await runner.run(plan)
+        ours.append(time.perf_counter() - t0)
+        cpu[0].append(time.process_time() - c0)
+        assert outcome.ok, outcome.error
+    return ours, raw, cpu
+
+
 async def main(rounds: int, db: str | None) -> None:
     """Run the four comparisons."""
     config = ServersConfig.from_data({"mcpServers": {
@@ -118,20 +139,7 @@ async def main(rounds: int, db: str | None) -> None:
             # 2. 100 sequential echo steps vs 100 sequential raw calls.
             names = [f"echo_{i}" for i in range(100)]
             seq = plan_build(agent([f"bench/{n}" for n in names], {f"bench/{n}": {"text": n} for n in names}))
-            seq_ours: list[float] = []
-            seq_raw: list[float] = []
-            seq_cpu: tuple[list[float], list[float]] = ([], [])
-            for _ in range(max(5, rounds // 20)):
-                t0, c0 = time.perf_counter(), time.process_time()
-                for n in names:
-                    await session.call_tool(n, {"text": n})
-                seq_raw.append(time.perf_counter() - t0)
-                seq_cpu[1].append(time.process_time() - c0)
-                t0, c0 = time.perf_counter(), time.process_time()
-                outcome = await runner.run(seq)
-                seq_ours.append(time.perf_counter() - t0)
-                seq_cpu[0].append(time.process_time() - c0)
-                assert outcome.ok, outcome.error
+            seq_ours, seq_raw, seq_cpu = await sequential_vs_raw(session, names, runner, seq, max(5, rounds // 20))
             row("2. 100 sequential steps (whole run) vs raw", seq_ours, seq_raw, 1.30, seq_cpu)
 
             # 3. 100 parallel 50 ms sleeps vs 100 concurrent raw calls.
@@ -169,20 +177,8 @@ async def main(rounds: int, db: str | None) -> None:
             row("4. BUILD step through the whole tool stack vs raw", gov_s, raw_s, 1.30)
 
             # 5. 100 sequential echo steps through the whole tool stack vs 100 sequential raw calls.
-            gov_seq: list[float] = []
-            gov_seq_raw: list[float] = []
-            gov_seq_cpu: tuple[list[float], list[float]] = ([], [])
-            for _ in range(max(5, rounds // 20)):
-                t0, c0 = time.perf_counter(), time.process_time()
-                for n in names:
-                    await session.call_tool(n, {"text": n})
-                gov_seq_raw.append(time.perf_counter() - t0)
-                gov_seq_cpu[1].append(time.process_time() - c0)
-                t0, c0 = time.perf_counter(), time.process_time()
-                outcome = await governed.run(seq)
-                gov_seq.append(time.perf_counter() - t0)
-                gov_seq_cpu[0].append(time.process_time() - c0)
-                assert outcome.ok, outcome.error
+            gov_seq, gov_seq_raw, gov_seq_cpu = await sequential_vs_raw(session, names, governed, seq,
+                                                                        max(5, rounds // 20))
             row("5. 100 governed sequential steps vs raw", gov_seq, gov_seq_raw, None, gov_seq_cpu)
             print(f"store: {store.db.dialect}; rounds: {rounds}")
 

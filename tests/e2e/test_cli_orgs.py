@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO_ROOT
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 TOOLAGENT = Path(sys.executable).parent / "toolagent"
 SEED = str(REPO_ROOT / "seeds" / "demo_supabase_agent.json")

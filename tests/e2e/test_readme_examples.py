@@ -24,7 +24,7 @@ import pytest
 
 from conftest import REPO_ROOT
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 BIN = Path(sys.executable).parent
 
 #: Examples that cannot run here, each with the reason. Matched as substrings of the command.

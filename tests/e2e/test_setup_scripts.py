@@ -66,7 +66,7 @@ def test_scripts_test_says_each_install_phase(fresh_clone: tuple[Path, dict[str,
         ["installing", "the", "PyPI"], ["running", "pytest", "with"]], phases
     assert phases[-1] == "toolagent test: running pytest with 3 workers"
     calls = Path(env["STUB_LOG"]).read_text().splitlines()
-    assert calls[-1] == "python -m pytest -n 3 -q"
+    assert calls[-1] == "python -m pytest -n 3 --dist worksteal -q"
     # A second run has nothing to install and says only that it runs the tests; one worker runs
     # them in one process, and an explicit -n is passed through as given.
     again = subprocess.run(["scripts/test"], cwd=root, env={**env, "TOOLAGENT_TEST_WORKERS": "1"},

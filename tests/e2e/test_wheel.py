@@ -19,7 +19,7 @@ from toolagent.store.migrations import head_revision
 
 from conftest import REPO_ROOT
 
-pytestmark = [pytest.mark.wheel, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.wheel, pytest.mark.timeout(900), pytest.mark.slow]
 
 
 def _run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> str:
