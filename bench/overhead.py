@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,25 +79,24 @@ def row(label: str, ours: list[float], raw: list[float], target: float | None,
               f"ratio {ours_cpu / raw_cpu:5.2f}")
 
 
-async def sequential_vs_raw(session: Any, names: list[str], runner: BuildRunner, plan: Any,
-                            rounds: int) -> tuple[list[float], list[float], tuple[list[float], list[float]]]:
-    """`rounds` of: each tool of `names` called raw in turn, then `plan` run by `runner`; the wall
-    times of each side and this process's CPU time (ours, raw)."""
+async def run_vs_raw(raw: Callable[[], Awaitable[None]], runner: BuildRunner, plan: Any,
+                     rounds: int) -> tuple[list[float], list[float], tuple[list[float], list[float]]]:
+    """`rounds` of: the raw calls (`raw()`), then `plan` run by `runner`; the wall times of each
+    side and this process's CPU time (ours, raw)."""
     ours: list[float] = []
-    raw: list[float] = []
+    raws: list[float] = []
     cpu: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
         t0, c0 = time.perf_counter(), time.process_time()
-        for n in names:
-            await session.call_tool(n, {"text": n})
-        raw.append(time.perf_counter() - t0)
+        await raw()
+        raws.append(time.perf_counter() - t0)
         cpu[1].append(time.process_time() - c0)
         t0, c0 = time.perf_counter(), time.process_time()
         outcome = await runner.run(plan)
         ours.append(time.perf_counter() - t0)
         cpu[0].append(time.process_time() - c0)
         assert outcome.ok, outcome.error
-    return ours, raw, cpu
+    return ours, raws, cpu
 
 
 async def main(rounds: int, db: str | None) -> None:
@@ -139,28 +139,26 @@ async def main(rounds: int, db: str | None) -> None:
             # 2. 100 sequential echo steps vs 100 sequential raw calls.
             names = [f"echo_{i}" for i in range(100)]
             seq = plan_build(agent([f"bench/{n}" for n in names], {f"bench/{n}": {"text": n} for n in names}))
-            seq_ours, seq_raw, seq_cpu = await sequential_vs_raw(session, names, runner, seq, max(5, rounds // 20))
+            samples = max(5, rounds // 20)
+
+            async def sequential_raw() -> None:
+                for n in names:
+                    await session.call_tool(n, {"text": n})
+
+            seq_ours, seq_raw, seq_cpu = await run_vs_raw(sequential_raw, runner, seq, samples)
             row("2. 100 sequential steps (whole run) vs raw", seq_ours, seq_raw, 1.30, seq_cpu)
 
             # 3. 100 parallel 50 ms sleeps vs 100 concurrent raw calls.
             sleeps = [f"sleep_{i}" for i in range(100)]
             par = plan_build(agent([f"bench/{n}" for n in sleeps], {f"bench/{n}": {"ms": 50} for n in sleeps}, "parallel"))
             runner.max_concurrency = 100
-            par_ours: list[float] = []
-            par_raw: list[float] = []
-            par_cpu: tuple[list[float], list[float]] = ([], [])
-            for _ in range(max(5, rounds // 20)):
-                t0, c0 = time.perf_counter(), time.process_time()
+
+            async def concurrent_raw() -> None:
                 async with anyio.create_task_group() as tg:
                     for n in sleeps:
                         tg.start_soon(session.call_tool, n, {"ms": 50})
-                par_raw.append(time.perf_counter() - t0)
-                par_cpu[1].append(time.process_time() - c0)
-                t0, c0 = time.perf_counter(), time.process_time()
-                outcome = await runner.run(par)
-                par_ours.append(time.perf_counter() - t0)
-                par_cpu[0].append(time.process_time() - c0)
-                assert outcome.ok, outcome.error
+
+            par_ours, par_raw, par_cpu = await run_vs_raw(concurrent_raw, runner, par, samples)
             row("3. 100 parallel 50 ms steps (whole run) vs raw", par_ours, par_raw, 1.30, par_cpu)
 
             # 4. one step through the governed stack vs one raw call, interleaved.
@@ -177,8 +175,7 @@ async def main(rounds: int, db: str | None) -> None:
             row("4. BUILD step through the whole tool stack vs raw", gov_s, raw_s, 1.30)
 
             # 5. 100 sequential echo steps through the whole tool stack vs 100 sequential raw calls.
-            gov_seq, gov_seq_raw, gov_seq_cpu = await sequential_vs_raw(session, names, governed, seq,
-                                                                        max(5, rounds // 20))
+            gov_seq, gov_seq_raw, gov_seq_cpu = await run_vs_raw(sequential_raw, governed, seq, samples)
             row("5. 100 governed sequential steps vs raw", gov_seq, gov_seq_raw, None, gov_seq_cpu)
             print(f"store: {store.db.dialect}; rounds: {rounds}")
 

@@ -68,8 +68,8 @@ def node_bin() -> Path:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark what needs PostgreSQL or the npm servers, so `-m "not postgres"` / `-m "not node"`
     deselect exactly those: tests taking a PostgreSQL fixture or the `db_url[postgres]` case,
-    and tests taking `node_bin`. Then put the `slow` tests first: with several pytest workers, a
-    test of a minute started last would keep one worker busy alone at the end."""
+    and tests taking `node_bin`. The `slow` tests go first: with several pytest workers, a test of
+    a minute started last would keep one worker busy alone at the end."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the rest keep their order
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
