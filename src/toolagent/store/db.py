@@ -111,6 +111,8 @@ class Database:
         self._inline_engine: sa.Engine | None = None
         self._reader: sa.Engine | None = None
         self._sync_engine_lock = threading.Lock()
+        # The inline writer's and reader's connections, one per event-loop thread, kept open.
+        self._held = _HeldConnections()
         # SQLite has one writer at a time: queueing this process's writers for one thread is
         # cheaper than letting them spin on the database's busy handler.
         self._writers = anyio.CapacityLimiter(1 if self.is_sqlite else _PG_WRITERS)
@@ -145,7 +147,7 @@ class Database:
         """
         if self.is_sqlite:
             try:
-                return self._transaction(self._sync("inline"), fn, args)
+                return self._held_transaction("inline", fn, args)
             except _Busy:
                 pass  # another connection holds the write lock: wait for it off the loop
         return await anyio.to_thread.run_sync(self._transaction, self._sync("thread"), fn, args, limiter=self._writers)
@@ -163,7 +165,7 @@ class Database:
         """
         if self.is_sqlite:
             try:
-                return self._transaction(self._sync("reader"), fn, args)
+                return self._held_transaction("reader", fn, args)
             except _Busy:
                 pass
         async with self.begin() as conn:
@@ -173,8 +175,22 @@ class Database:
         try:
             with engine.begin() as conn:
                 return fn(conn, *args)
+        except (sa.exc.SQLAlchemyError, OSError) as exc:
+            raise translate(exc, self.dialect) from exc
+
+    def _held_transaction(self, kind: Literal["inline", "reader"], fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """`_transaction` on this thread's kept connection of `kind` (SQLite, on the loop's thread).
+
+        Checking a connection out of a pool and back in (events, a reset) cost about as much as
+        the admission's commit; these connections are only ever used by one thread at a time, one
+        transaction after another, so each thread keeps its own open.
+        """
+        conn = self._held.get(kind, self._sync(kind))
+        try:
+            with conn.begin():
+                return fn(conn, *args)
         except sa.exc.OperationalError as exc:
-            if _is_busy(exc) and engine in (self._inline_engine, self._reader):
+            if _is_busy(exc):
                 raise _Busy from exc
             raise translate(exc, self.dialect) from exc
         except (sa.exc.SQLAlchemyError, OSError) as exc:
@@ -223,7 +239,8 @@ class Database:
             return migrations.revision_number(await conn.run_sync(migrations.current_revision))
 
     async def dispose(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled and kept connection."""
+        self._held.close_all()
         await self.engine.dispose()
         for sync in (self._sync_engine, self._inline_engine, self._reader):
             if sync is not None:
@@ -291,6 +308,32 @@ def is_retryable(exc: BaseException) -> bool:
     cause = exc.__cause__ if isinstance(exc, StoreError) else exc
     orig = getattr(cause, "orig", None)
     return getattr(orig, "sqlstate", None) in _RETRYABLE_STATES
+
+
+class _HeldConnections:
+    """Open connections kept per (thread, engine kind), so a thread's transactions skip the pool."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._all: list[sa.Connection] = []
+        self._lock = threading.Lock()
+
+    def get(self, kind: str, engine: sa.Engine) -> sa.Connection:
+        """This thread's connection of `kind`, opened from `engine` on first use."""
+        conn: sa.Connection | None = getattr(self._local, kind, None)
+        if conn is None or conn.closed:
+            conn = engine.connect()
+            setattr(self._local, kind, conn)
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def close_all(self) -> None:
+        """Close every kept connection (a thread that uses the store again opens new ones)."""
+        with self._lock:
+            held, self._all = self._all, []
+        for conn in held:
+            conn.close()
 
 
 class _Busy(Exception):

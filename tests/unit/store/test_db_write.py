@@ -90,3 +90,51 @@ async def test_sqlite_write_waits_for_another_connections_lock_without_blocking_
         total = await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n))))
         assert total == 3
         other.close()
+
+
+async def test_sqlite_keeps_one_connection_per_thread_across_transactions(tmp_path: Path) -> None:
+    """The inline writer and the reader each keep their connection open between transactions (no
+    pool checkout per write); a write that raised, or found the database busy, leaves it reusable;
+    closing the store closes them."""
+    path = tmp_path / "store.db"
+
+    def driver(conn: sa.Connection) -> object:
+        return conn.connection.driver_connection
+
+    def refuse(conn: sa.Connection) -> None:
+        conn.execute(PROBE.insert().values(n=100))
+        raise RateLimited("full", limit=1, remaining=0, retry_after_s=1.0)
+
+    async with probe_store(f"sqlite+aiosqlite:///{path}") as store:
+        writer = await store.db.write(driver)
+        reader = await store.db.read(driver)
+        assert writer is not reader
+        with pytest.raises(RateLimited):
+            await store.db.write(refuse)
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        threading.Timer(0.2, other.execute, ("COMMIT",)).start()
+        await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=1)))  # busy: on the thread
+        assert await store.db.write(driver) is writer
+        assert await store.db.read(driver) is reader
+        checkouts: list[object] = []
+        listener = lambda *_: checkouts.append(1)  # noqa: E731
+        sa.event.listen(sa.pool.Pool, "checkout", listener)
+        try:
+            for n in range(10):
+                await store.db.write(lambda conn, n: conn.execute(PROBE.insert().values(n=n)), 0)
+                await store.db.read(driver)
+        finally:
+            sa.event.remove(sa.pool.Pool, "checkout", listener)
+        assert checkouts == []
+        await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=2)))
+        assert await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n)))) == 3
+
+        # Another thread (its own event loop) gets connections of its own.
+        def elsewhere() -> object:
+            return anyio.run(store.db.write, driver)
+
+        assert await anyio.to_thread.run_sync(elsewhere) is not writer
+        other.close()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        writer.execute("SELECT 1")  # type: ignore[attr-defined]
