@@ -1,8 +1,10 @@
 """The audit log's rows (`audit_log`, `audit_head`): appending to the hash chain, and reading it.
 
-Appends never fork the chain (a batch of rows takes the lock and moves the head once): PostgreSQL takes a transaction-scoped advisory lock before it
-reads the head; SQLite writes the head row first, which takes the database's write lock before
-anything is read (the busy timeout makes other writers, in this process or another, wait).
+Appends never fork the chain (a batch of rows takes the lock and moves the head once):
+PostgreSQL reads the head row with `FOR UPDATE` (before the first row, when there is no head row
+to lock, a transaction-scoped advisory lock serializes the writers that would create it); SQLite
+writes the head row first, which takes the database's write lock before anything is read (the
+busy timeout makes other writers, in this process or another, wait).
 How a row is hashed is `engine.audit`'s business: `append_in` takes the hash function.
 """
 
@@ -43,11 +45,15 @@ class AuditRows:
         # SQLite: one statement both takes the write lock and reads the head.
         self._claim_head = Prepared(audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
                                     .returning(head.seq, head.hash))
-        self._read_head = Prepared(sa.select(head.seq, head.hash).where(head.id == 1))
+        # PostgreSQL: one statement both takes the head row's lock and reads it.
+        self._lock_head = Prepared(sa.select(head.seq, head.hash).where(head.id == 1).with_for_update())
         self._insert_row = Prepared(audit_log.insert())
         self._insert_head = audit_head.insert()
-        self._move_head = Prepared(audit_head.update().where(head.id == 1).values(
-            seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now")))
+        move = audit_head.update().where(head.id == 1).values(
+            seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now"))
+        self._move_head = Prepared(move)
+        # PostgreSQL: a lone row's insert and the head's move in one statement (one round trip).
+        self._insert_row_moving_head = Prepared(audit_log.insert().add_cte(move.cte("moved_head")))
 
     def append_in(self, conn: sa.Connection, values: Mapping[str, Any], now: datetime, row_hash: RowHash,
                   genesis: str = GENESIS_HASH) -> int:
@@ -81,8 +87,14 @@ class AuditRows:
             # on the same row.
             head = self._claim_head.execute(conn, {"b_now": now}).first()
         else:
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY})
-            head = self._read_head.execute(conn, {}).first()
+            # The head row's lock serializes appends: a writer waiting for it reads the head its
+            # holder committed (PostgreSQL reads a locked row again once its lock is released).
+            head = self._lock_head.execute(conn, {}).first()
+            if head is None:
+                # No head row to lock (the first append): the advisory lock serializes the writers
+                # that would create it; each reads again, locking the row one of them may have made.
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY})
+                head = self._lock_head.execute(conn, {}).first()
         if head is None:
             if conn.scalar(sa.select(sa.func.count()).select_from(audit_log)):
                 raise AuditChainBroken("the audit chain head is missing but audit rows exist: "
@@ -97,11 +109,15 @@ class AuditRows:
             digest = row_hash(row, prev_hash)
             chained.append({**row, "prev_hash": prev_hash, "hash": digest})
             prev_hash = digest
+        moved = {"b_seq": seq, "b_hash": prev_hash, "b_now": now}
+        if head is not None and len(chained) == 1 and not self.db.is_sqlite:
+            self._insert_row_moving_head.execute(conn, {**chained[0], **moved})
+            return [seq]
         self._insert_row.execute(conn, chained[0] if len(chained) == 1 else chained)
         if head is None:
             conn.execute(self._insert_head, {"id": 1, "seq": seq, "hash": prev_hash, "updated_at": now})
         else:
-            self._move_head.execute(conn, {"b_seq": seq, "b_hash": prev_hash, "b_now": now})
+            self._move_head.execute(conn, moved)
         return [c["seq"] for c in chained]
 
     async def head(self) -> tuple[int, str] | None:

@@ -138,3 +138,24 @@ async def test_sqlite_keeps_one_connection_per_thread_across_transactions(tmp_pa
         other.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         writer.execute("SELECT 1")  # type: ignore[attr-defined]
+
+
+@pytest.mark.postgres
+async def test_postgres_replaces_a_connection_that_died_while_idle(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections are not pinged at every checkout; one that idled past `PING_AFTER_IDLE_S` is,
+    and a dead one is replaced before the transaction uses it."""
+    import psycopg
+
+    from toolagent.store import db as store_db
+
+    plain = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    async with probe_store(pg_url) as store:
+        await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=1)))
+        await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.count()).select_from(PROBE)))
+        with psycopg.connect(plain, autocommit=True) as admin:  # the server drops every idle session
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        monkeypatch.setattr(store_db, "PING_AFTER_IDLE_S", 0.0)
+        await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=2)))
+        total = await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n))))
+        assert total == 3
