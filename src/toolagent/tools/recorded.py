@@ -62,10 +62,10 @@ class RecordedSource(WrappedSource):
         """Admit, run and record one call."""
         draft = self.recorder.draft(call, ctx)
         try:
-            # Shielded: once the running row commits, the call must get to close it. A cancellation
-            # of the caller meanwhile is delivered at the next checkpoint and recorded there.
-            with anyio.CancelScope(shield=True):
-                admitted = await self.recorder.admit(draft, call.admission)
+            # Once the running row commits, the call must get to close it: the admission's write
+            # is shielded (`GroupCommit.settle`) and nothing after it checks for cancellation
+            # before `_run`, which records a cancellation of the caller meanwhile.
+            admitted = await self.recorder.admit(draft, call.admission)
         except (RateLimited, BudgetExceeded) as exc:
             code = DENIAL_RATE_LIMITED if isinstance(exc, RateLimited) else DENIAL_BUDGET
             record = await self.recorder.deny(draft, code, exc.message)
@@ -100,18 +100,19 @@ class RecordedSource(WrappedSource):
         return await self._finish(execution, started, outcome, settle_later=ctx.settle_later)
 
     async def _stored_result(self, result: ToolResult | None) -> ToolResult | None:
-        """The result as the execution keeps it: bounded to `max_result_bytes`."""
+        """The result as the execution keeps it: bounded to `max_result_bytes` (a large one off the
+        event loop, shielded: the record needs it whatever happens to the caller)."""
         if result is None:
             return None
         if looks_large(result):
-            return await anyio.to_thread.run_sync(bound_result, result, self.max_result_bytes)
+            with anyio.CancelScope(shield=True):
+                return await anyio.to_thread.run_sync(bound_result, result, self.max_result_bytes)
         return bound_result(result, self.max_result_bytes)
 
     async def _finish(self, execution: Execution, started: float, outcome: CallOutcome, *,
                       settle_later: bool = False) -> CallOutcome:
         duration_ms = (time.perf_counter() - started) * 1000
-        with anyio.CancelScope(shield=True):
-            result = await self._stored_result(outcome.result)
+        result = await self._stored_result(outcome.result)
         ended = evolve(
             execution, status=_STORED[outcome.status], ended_at=datetime.fromtimestamp(self.clock(), UTC),
             duration_ms=duration_ms, result=result,

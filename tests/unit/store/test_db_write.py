@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from toolagent.errors import RateLimited, StoreError
 from toolagent.store import Store, open_store
+from toolagent.store import db as store_db
 from toolagent.store.tables import agents
 
 pytestmark = pytest.mark.anyio
@@ -109,6 +110,8 @@ async def test_sqlite_keeps_one_connection_per_thread_across_transactions(tmp_pa
         writer = await store.db.write(driver)
         reader = await store.db.read(driver)
         assert writer is not reader
+        pages = await store.db.write(lambda conn: conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar())
+        assert pages == store_db.WAL_AUTOCHECKPOINT_PAGES
         with pytest.raises(RateLimited):
             await store.db.write(refuse)
         other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -145,8 +148,6 @@ async def test_postgres_replaces_a_connection_that_died_while_idle(pg_url: str, 
     """Connections are not pinged at every checkout; one that idled past `PING_AFTER_IDLE_S` is,
     and a dead one is replaced before the transaction uses it."""
     import psycopg
-
-    from toolagent.store import db as store_db
 
     plain = pg_url.replace("postgresql+psycopg://", "postgresql://")
     async with probe_store(pg_url) as store:
