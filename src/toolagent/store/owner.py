@@ -4,6 +4,7 @@ being worked on."""
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from dataclasses import dataclass
@@ -27,8 +28,10 @@ class Owner:
         return cls(os.getpid(), socket.gethostname(), boot_id())
 
 
+@functools.cache
 def boot_id() -> str:
-    """The kernel's boot id: changes on every reboot (empty when the system has none)."""
+    """The kernel's boot id: changes on every reboot (empty when the system has none). Read once:
+    a process does not outlive its boot, and every run records it."""
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
     except OSError:

@@ -21,6 +21,7 @@ from ..status import RunStatus, StepStatus
 from . import tables as t
 from .db import Database, as_utc, utcnow
 from .owner import Owner, gone
+from .prepared import Prepared
 
 
 @dataclass(frozen=True)
@@ -313,18 +314,24 @@ class RunStore:
 # The write verbs' transactions, run by `Database.write` (a synchronous connection: on SQLite
 # inline when the database is free, so a run's records cost no thread hop per statement).
 
+# Every run makes these statements (`store.prepared`: compiled once, run on the driver's cursor).
+_INSERT_RUN = Prepared(t.runs.insert())
+_INSERT_STEPS = Prepared(t.run_steps.insert())
+_INSERT_DELIVERABLE = Prepared(t.deliverables.insert())
+
+
 def _insert_run(conn: sa.Connection, values: dict[str, Any], steps: list[dict[str, Any]]) -> None:
-    conn.execute(t.runs.insert(), values)
+    _INSERT_RUN.execute(conn, values)
     if steps:
-        conn.execute(t.run_steps.insert(), [{"run_id": values["id"], **s} for s in steps])
+        _INSERT_STEPS.execute(conn, [{"run_id": values["id"], **s} for s in steps])
 
 
 @functools.lru_cache(maxsize=32)
-def _steps_update(keys: tuple[str, ...]) -> sa.Update:
+def _steps_update(keys: tuple[str, ...]) -> Prepared:
     """The UPDATE of a running run's steps setting `keys` (built once per set of keys: building a
     statement costs more than running it)."""
     live = sa.exists().where((t.runs.c.id == sa.bindparam("b_run_id")) & (t.runs.c.status == RunStatus.RUNNING))
-    return (
+    return Prepared(
         t.run_steps.update()
         .where((t.run_steps.c.run_id == sa.bindparam("b_run_id")) & (t.run_steps.c.position == sa.bindparam("b_position"))
                & live)
@@ -333,23 +340,23 @@ def _steps_update(keys: tuple[str, ...]) -> sa.Update:
 
 
 @functools.lru_cache(maxsize=32)
-def _run_finish(keys: tuple[str, ...]) -> sa.Update:
+def _run_finish(keys: tuple[str, ...]) -> Prepared:
     """The UPDATE that ends a running run, setting `keys`."""
-    return (t.runs.update().where((t.runs.c.id == sa.bindparam("b_id")) & (t.runs.c.status == RunStatus.RUNNING))
-            .values({k: sa.bindparam(f"b_{k}") for k in keys}))
+    return Prepared(t.runs.update().where((t.runs.c.id == sa.bindparam("b_id")) & (t.runs.c.status == RunStatus.RUNNING))
+                    .values({k: sa.bindparam(f"b_{k}") for k in keys}))
 
 
 def _update_steps(conn: sa.Connection, run_id: str, rows: list[dict[str, Any]]) -> None:
     keys = tuple(sorted(k for k in rows[0] if k != "position"))
-    conn.execute(_steps_update(keys), [{"b_run_id": run_id, **{f"b_{k}": row[k] for k in ("position", *keys)}}
+    _steps_update(keys).execute(conn, [{"b_run_id": run_id, **{f"b_{k}": row[k] for k in ("position", *keys)}}
                                        for row in rows])
 
 
 def _finish_run(conn: sa.Connection, run_id: str, values: dict[str, Any], deliverable: dict[str, Any] | None) -> bool:
     keys = tuple(sorted(values))
-    done = conn.execute(_run_finish(keys), {"b_id": run_id, **{f"b_{k}": values[k] for k in keys}})
+    done = _run_finish(keys).execute(conn, {"b_id": run_id, **{f"b_{k}": values[k] for k in keys}})
     if not done.rowcount:
         return False
     if deliverable is not None:
-        conn.execute(t.deliverables.insert(), {"run_id": run_id, **deliverable})
+        _INSERT_DELIVERABLE.execute(conn, {"run_id": run_id, **deliverable})
     return True
