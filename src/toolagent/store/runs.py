@@ -349,7 +349,7 @@ def _run_finish(keys: tuple[str, ...]) -> Prepared:
 def _update_steps(conn: sa.Connection, run_id: str, rows: list[dict[str, Any]]) -> None:
     keys = tuple(sorted(k for k in rows[0] if k != "position"))
     _steps_update(keys).execute(conn, [{"b_run_id": run_id, **{f"b_{k}": row[k] for k in ("position", *keys)}}
-                                       for row in rows])
+                                      for row in rows])
 
 
 def _finish_run(conn: sa.Connection, run_id: str, values: dict[str, Any], deliverable: dict[str, Any] | None) -> bool:
