@@ -191,8 +191,9 @@ class Database:
         the admission's commit; these connections are only ever used by one thread at a time, one
         transaction after another, so each thread keeps its own open.
         """
-        conn = self._held.get(kind, self._sync(kind))
         try:
+            # Opening it may find the database locked too (setting up WAL mode): then it is busy.
+            conn = self._held.get(kind, self._sync(kind))
             with conn.begin():
                 return fn(conn, *args)
         except sa.exc.OperationalError as exc:

@@ -160,3 +160,18 @@ async def test_postgres_replaces_a_connection_that_died_while_idle(pg_url: str, 
         await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=2)))
         total = await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n))))
         assert total == 3
+
+
+async def test_sqlite_a_connection_that_cannot_open_yet_waits_as_a_busy_write_does(tmp_path: Path) -> None:
+    """Opening a kept connection sets WAL mode, which another process's exclusive lock (one closing
+    the database, say) refuses at once: the write then waits for the lock on the writer thread
+    instead of failing."""
+    path = tmp_path / "store.db"
+    async with probe_store(f"sqlite+aiosqlite:///{path}") as store:
+        await store.db.dispose()  # no connection of the store is open
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("PRAGMA locking_mode=EXCLUSIVE")  # keeps the file locked after its write
+        other.execute("INSERT INTO write_probe VALUES (1)")
+        threading.Timer(0.3, other.close).start()
+        await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=2)))
+        assert await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n)))) == 3
