@@ -247,7 +247,7 @@ def test_binary_media_in_content_blocks_is_kept_but_text_like_blocks_are_scanned
 
     png = base64.b64encode(os.urandom(600)).decode()
     # Random key material without "/": a run holding "//" reads as a path (`looks_random`), which
-    # about one random 64-character base64 run in seventy does.
+    # about one random 64-character base64 run in sixty-five does.
     secret = base64.b64encode(os.urandom(48)).decode().replace("/", "x")
     blocks = [
         {"type": "image", "mimeType": "image/png", "data": png},
