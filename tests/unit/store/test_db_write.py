@@ -124,8 +124,8 @@ async def test_sqlite_keeps_one_connection_per_thread_across_transactions(tmp_pa
         listener = lambda *_: checkouts.append(1)  # noqa: E731
         sa.event.listen(sa.pool.Pool, "checkout", listener)
         try:
-            for n in range(10):
-                await store.db.write(lambda conn, n: conn.execute(PROBE.insert().values(n=n)), 0)
+            for _ in range(10):
+                await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=0)))
                 await store.db.read(driver)
         finally:
             sa.event.remove(sa.pool.Pool, "checkout", listener)
