@@ -176,8 +176,10 @@ async def test_a_change_during_a_lookup_keeps_its_result_out_of_the_cache(princi
 
         monkeypatch.setattr(principals.rows, "key_by_hash", racing)
         try:
+            seen = principals._changes.token()
             assert (await principals.authenticate_key(raw))[1].id == key.id
             monkeypatch.setattr(principals.rows, "key_by_hash", lookup)
+            await _change_reached(principals, seen)  # the next request is one the change reached
             with pytest.raises(Unauthenticated, match="was revoked"):
                 await principals.authenticate_key(raw)
         finally:
