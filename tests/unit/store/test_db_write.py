@@ -175,3 +175,27 @@ async def test_sqlite_a_connection_that_cannot_open_yet_waits_as_a_busy_write_do
         threading.Timer(0.3, other.close).start()
         await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=2)))
         assert await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n)))) == 3
+
+
+@pytest.mark.postgres
+async def test_postgres_a_connection_that_died_in_steady_use_fails_one_write_then_the_pool_renews(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection used within `PING_AFTER_IDLE_S` is not pinged: if the server dropped it, the
+    one write that finds it fails (nothing written), and so does the one read (reads have a pool
+    of their own); each pool then opens new connections."""
+    import psycopg
+
+    plain = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    monkeypatch.setattr(store_db, "PING_AFTER_IDLE_S", 3600.0)
+    async with probe_store(pg_url) as store:
+        await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=1)))
+        with psycopg.connect(plain, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        with pytest.raises(StoreError):
+            await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=10)))
+        await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=2)))
+        with pytest.raises(StoreError):
+            await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.count()).select_from(PROBE)))
+        total = await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n))))
+        assert total == 3
