@@ -193,7 +193,7 @@ class Database:
         """
         try:
             # Opening it may find the database locked too (setting up WAL mode): then it is busy.
-            conn = self._held.get(kind, self._sync(kind))
+            conn = self._held.get(kind, self._sync)
             with conn.begin():
                 return fn(conn, *args)
         except sa.exc.OperationalError as exc:
@@ -357,11 +357,11 @@ class _HeldConnections:
         self._all: list[sa.Connection] = []
         self._lock = threading.Lock()
 
-    def get(self, kind: str, engine: sa.Engine) -> sa.Connection:
-        """This thread's connection of `kind`, opened from `engine` on first use."""
+    def get(self, kind: Any, engine_of: Callable[[Any], sa.Engine]) -> sa.Connection:
+        """This thread's connection of `kind`, opened from `engine_of(kind)` on first use."""
         conn: sa.Connection | None = getattr(self._local, kind, None)
         if conn is None or conn.closed:
-            conn = engine.connect()
+            conn = engine_of(kind).connect()
             setattr(self._local, kind, conn)
             with self._lock:
                 self._all.append(conn)

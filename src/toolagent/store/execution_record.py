@@ -151,25 +151,27 @@ def row_values(execution: Execution) -> dict[str, Any]:
     owner = execution.owner
     return redact_values({
         "id": execution.id, "tool": execution.tool, "category": execution.category, "risk": execution.risk,
-        "status": execution.status, "denied": execution.denied, "denial": execution.denial, "user_name": execution.user,
+        "denied": execution.denied, "denial": execution.denial, "user_name": execution.user,
         "level": execution.level, "api_key_id": execution.api_key_id, "session_id": execution.session_id,
         "run_id": execution.run_id, "metadata": dict(execution.metadata) if execution.metadata is not None else None,
         "arguments": execution.arguments, "timeout_ms": execution.timeout_ms, "started_at": execution.started_at,
-        "ended_at": execution.ended_at, "duration_ms": execution.duration_ms,
-        "result": execution.result.to_json() if execution.result is not None else None, "error": execution.error,
-        "reason": execution.reason, "owner_pid": owner.pid if owner else None, "owner_host": owner.host if owner else None,
-        "owner_boot": owner.boot if owner else None,
+        **_final_fields(execution), "owner_pid": owner.pid if owner else None,
+        "owner_host": owner.host if owner else None, "owner_boot": owner.boot if owner else None,
     }, data=("arguments", "metadata", "result"), text=("error", "reason"))
 
 
 def final_values(execution: Execution) -> dict[str, Any]:
-    """The columns a record's final state sets (`row_values`' status, end, duration, result, error
-    and reason), secrets masked."""
-    return redact_values({
+    """The columns a record's final state sets (status, end, duration, result, error and reason),
+    secrets masked as `row_values` masks them."""
+    return redact_values(_final_fields(execution), data=("result",), text=("error", "reason"))
+
+
+def _final_fields(execution: Execution) -> dict[str, Any]:
+    return {
         "status": execution.status, "ended_at": execution.ended_at, "duration_ms": execution.duration_ms,
         "result": execution.result.to_json() if execution.result is not None else None, "error": execution.error,
         "reason": execution.reason,
-    }, data=("result",), text=("error", "reason"))
+    }
 
 
 __all__ = ["BOUNDS_MS", "DURATION_BUCKETS_S", "FINAL_STATUSES", "INTERRUPTED", "MAX_TIMEOUT_MS", "MIN_TIMEOUT_MS",
