@@ -35,6 +35,19 @@ transaction of its own, so the error reaches only the callers whose write fails 
 processes locking counter rows in different orders) rolls back everything and the batch is tried
 again.
 
+What a batch's writes share (`transaction_state()`, inside a write):
+
+- reads: `read_once(key, read)` runs `read()` once per transaction and hands its answer to every
+  later write of the batch asking for `key` (each call's re-check of its API key). Every write of
+  a batch was queued before its transaction began, so each call was made before whatever a shared
+  read does not see had committed: such a change is concurrent with all of them, and the next
+  batch reads it;
+- held rows: a write that has locked a row may keep its value in the state and register a
+  `before_commit` function that writes what the later writes changed in memory, once (the limit
+  counters: one statement per counter and batch instead of one per call). A write run in a
+  savepoint of its own sees no state, and the state is written and emptied before it: whatever it
+  does, a rollback of its savepoint undoes exactly its own statements.
+
 Cancellation: a write once queued is committed exactly once. The wait is shielded, as a lone
 transaction was: a caller cancelled while it waits still gets its write's answer, and its
 cancellation at its next checkpoint, so it can close the record it opened (a `running` row).
@@ -43,7 +56,8 @@ cancellation at its next checkpoint, so it can close the record it opened (a `ru
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
@@ -63,6 +77,50 @@ IDLE_S: Final = 0.001
 DEFAULT_MAX_SIZE: Final = 64
 #: Times a batch is tried again after a deadlock or serialization failure.
 RETRIES: Final = 5
+
+
+class TransactionState:
+    """What the writes of one batch transaction share (module docstring)."""
+
+    __slots__ = ("_flushes", "values")
+
+    def __init__(self) -> None:
+        self.values: dict[Hashable, Any] = {}
+        """Shared values by key: reads, held rows."""
+        self._flushes: list[Callable[[Connection], None]] = []
+
+    def before_commit(self, flush: Callable[[Connection], None]) -> None:
+        """Run `flush(conn)` once before the transaction commits (or before a savepoint write)."""
+        self._flushes.append(flush)
+
+    def flush(self, conn: Connection) -> None:
+        """Write what is held, and forget every shared value."""
+        flushes, self._flushes = self._flushes, []
+        for flush in flushes:
+            flush(conn)
+        self.values.clear()
+
+
+#: The state of the batch transaction under way, else None.
+_STATE: ContextVar[TransactionState | None] = ContextVar("toolagent_transaction_state", default=None)
+
+
+def transaction_state() -> TransactionState | None:
+    """The state shared by the writes of the batch transaction under way; None outside one (and in
+    a write run in a savepoint of its own)."""
+    return _STATE.get()
+
+
+def read_once(key: Hashable, read: Callable[[], T]) -> T:
+    """`read()`, once per batch transaction for each `key` (module docstring); outside a batch,
+    `read()` each time."""
+    state = _STATE.get()
+    if state is None:
+        return read()
+    if key not in state.values:
+        state.values[key] = read()
+    return state.values[key]  # type: ignore[no-any-return]
+
 
 #: Writes what the batch's successful writes share, before the commit: `seal(conn, results)`.
 Seal = Callable[[Connection, list[Any]], None]
@@ -247,6 +305,14 @@ class GroupCommit:
                     raise
 
     def _transaction(self, conn: Connection, batch: Sequence[_Write[Any]]) -> None:
+        state = TransactionState()
+        token = _STATE.set(state)
+        try:
+            self._writes_and_seal(conn, batch, state)
+        finally:
+            _STATE.reset(token)
+
+    def _writes_and_seal(self, conn: Connection, batch: Sequence[_Write[Any]], state: TransactionState) -> None:
         if len(batch) == 1:
             write = batch[0]
             write.value = write.fn(conn, *write.args)  # raising rolls the transaction back
@@ -255,6 +321,8 @@ class GroupCommit:
                 if not write.savepoint:
                     write.value = write.fn(conn, *write.args)  # raising fails the batch (module docstring)
                     continue
+                state.flush(conn)
+                token = _STATE.set(None)
                 try:
                     with conn.begin_nested():
                         write.value = write.fn(conn, *write.args)
@@ -263,8 +331,12 @@ class GroupCommit:
                     if is_retryable(error):
                         raise error from exc  # the whole transaction is lost: try the batch again
                     write.error = error
+                finally:
+                    _STATE.reset(token)
+        state.flush(conn)
         if self.seal is not None:
             self.seal(conn, [w.value for w in batch if w.error is None])
 
 
-__all__ = ["DEFAULT_MAX_SIZE", "DEFAULT_WINDOW_S", "IDLE_S", "BatchStats", "GroupCommit", "Pending", "Seal"]
+__all__ = ["DEFAULT_MAX_SIZE", "DEFAULT_WINDOW_S", "IDLE_S", "BatchStats", "GroupCommit", "Pending", "Seal", "TransactionState",
+           "read_once", "transaction_state"]

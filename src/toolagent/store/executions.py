@@ -140,10 +140,19 @@ class ExecutionStore:
         """Insert a record in a transaction of its own."""
         await self.db.write(self.insert, execution)
 
-    def finish_in(self, conn: sa.Connection, execution: Execution, *, totals: bool = True) -> bool:
-        """`finish` inside the caller's transaction (without counting the totals when not `totals`:
-        the caller counts them, `add_totals_in`)."""
-        return self._end_in(conn, execution.id, final_values(execution), _Ended.of(execution) if totals else None)
+    def finish_in(self, conn: sa.Connection, execution: Execution) -> bool:
+        """`finish` inside the caller's transaction."""
+        return self._end_in(conn, execution.id, final_values(execution), _Ended.of(execution))
+
+    def finish_many_in(self, conn: sa.Connection, executions: Sequence[Execution]) -> set[str]:
+        """`finish_in` of several inside the caller's transaction (one round trip on PostgreSQL),
+        without counting the totals (the caller counts those it gets back, `add_totals_in`).
+
+        Returns:
+            The ids of the rows that were still running, now final.
+        """
+        counts = self._finish_row.execute_each(conn, [{"k_id": e.id, **final_values(e)} for e in executions])
+        return {e.id for e, n in zip(executions, counts, strict=True) if n}
 
     def _end_in(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended | None) -> bool:
         """Set a final state if the row is still running, and count it in the totals; False otherwise."""

@@ -122,6 +122,37 @@ class Prepared:
         finally:
             cursor.close()
 
+    def execute_each(self, conn: sa.Connection, params: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Run once per parameter mapping (each with the same keys); returns each run's rowcount.
+
+        On PostgreSQL the runs go in one pipeline (one round trip, psycopg's `executemany` keeping
+        each statement's result); SQLite runs them one after another in process.
+        """
+        if not params:
+            return []
+        form = self._form(conn.dialect, tuple(params[0]))
+        if form is None:
+            return [self.execute(conn, p).rowcount for p in params]
+        driver_params = [form.row(p) for p in params]
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            if conn.dialect.name != "postgresql":
+                counts = []
+                for row in driver_params:
+                    cursor.execute(form.sql, row)
+                    counts.append(cursor.rowcount)
+                return counts
+            cursor.executemany(form.sql, driver_params, returning=True)
+            counts = [cursor.rowcount]
+            while cursor.nextset():
+                counts.append(cursor.rowcount)
+            return counts
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise sa.exc.DBAPIError.instance(form.sql, driver_params, exc, conn.dialect.loaded_dbapi.Error,
+                                             dialect=conn.dialect) from exc
+        finally:
+            cursor.close()
+
     def _rows(self, dialect: sa.Dialect, description: Sequence[Any], found: list[Any]) -> list[Any]:
         """The driver's rows as named tuples, each value through its column type's result processor
         (made, as SQLAlchemy makes it, for the driver's type code of the column)."""

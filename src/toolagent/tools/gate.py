@@ -4,7 +4,9 @@
 list, the caller's level covers its risk, the API key is active and in scope. A refusal is
 recorded (denied, never sent) and the call goes no further. An allowed call carries one more
 check down to the admission transaction: the key is read again there, because it may have been
-revoked since the caller authenticated, and a refusal then is recorded the same way.
+revoked since the caller authenticated, and a refusal then is recorded the same way. Calls of one
+key admitted in one batch share that read (`store.batch.read_once`: each was made before the
+batch's transaction began).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from .._evolve import evolve
 from ..engine.permissions import Decision, ExecutionDenied, decide
 from ..engine.principals import Principals
 from ..status import CallStatus
+from ..store.batch import read_once
 from ..store.db import Connection
 from ..store.execution_record import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
@@ -58,7 +61,7 @@ class GateSource(WrappedSource):
             return await self.inner.call_tool(call, ctx)
 
         def recheck(conn: Connection, execution: Execution) -> Decision:
-            fresh = Principals.key_in(conn, key.id)
+            fresh = read_once(("api_key", key.id), lambda: Principals.key_in(conn, key.id))
             return self._decide(call, ctx, revoked_at=fresh.revoked_at if fresh else key.revoked_at or execution.started_at,
                                 scopes=(fresh or key).scopes)
 

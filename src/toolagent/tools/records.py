@@ -5,13 +5,14 @@ Every governed call makes two writes:
 - admission: the outer layers' hooks (the gate's API-key re-check, the limit counters), the
   `running` row and the `allow` audit row — or, when the call's run was cancelled meanwhile,
   a `cancelled` row and its outcome audit row, counting nothing. It commits before the call runs;
-- outcome: the final row (with the per-tool totals) and the outcome audit row. It commits before
+- outcome: the final row (with the per-tool totals) and the outcome audit row; the updates of a
+  batch's outcomes run as one statement run (one round trip on PostgreSQL). It commits before
   the caller gets the outcome, unless the caller settles it later (`finish_later`: a BUILD step,
   whose run settles every step's record before it ends).
 
 A refusal is one write of its own (the denied row and the `deny` audit row). The writes of
-concurrent calls share transactions (`store.batch.GroupCommit`): each call's checks, counters
-and row update run in the batch's transaction, then the batch's new rows, totals and audit rows
+concurrent calls share transactions (`store.batch.GroupCommit`): each call's checks and counters
+run in the batch's transaction, then the batch's new rows, row updates, totals and audit rows
 are written at once, with one move of the audit chain's head, and the transaction commits; only
 then does each call get its answer. No call's part needs a savepoint: a check refuses before it
 writes, the limits give back what a refused call took (`Limits.consume`), and the update of a
@@ -101,6 +102,16 @@ class _Written:
     """Audit rows, in order."""
 
 
+@dataclass(eq=False)
+class _Finish:
+    """An outcome's row update, made by the batch's shared part with the batch's others in one
+    statement run (one round trip on PostgreSQL)."""
+
+    outcome: Execution
+    stored: bool = False
+    """Set by the shared part: the row was still running and now holds the outcome."""
+
+
 @dataclass
 class Recorder:
     """Writes executions and their audit rows, and tells the event bus."""
@@ -128,11 +139,27 @@ class Recorder:
         self.writes = GroupCommit(self.db, window_s=self.window_s, max_size=self.batch_max, seal=self._seal)
 
     def _seal(self, conn: Connection, written: list[_Written]) -> None:
-        """The batch's shared part: new rows, then totals, then the audit rows (one head move)."""
+        """The batch's shared part: new rows, outcomes' updates, then totals, then the audit rows
+        (one head move), in the order of the writes."""
         self.executions.insert_many_in(conn, [e for w in written for e in w.rows])
-        self.executions.add_totals_in(conn, [e for w in written for e in w.ended])
+        finishes = [w.value for w in written if isinstance(w.value, _Finish)]
+        if finishes:
+            stored = self.executions.finish_many_in(conn, [f.outcome for f in finishes])
+            for finish in finishes:
+                finish.stored = finish.outcome.id in stored
+        ended: list[Execution] = []
+        entries: list[AuditEntry] = []
+        for w in written:
+            if isinstance(w.value, _Finish):
+                if w.value.stored:  # else closed meanwhile by someone else: nothing of this call's
+                    ended.append(w.value.outcome)
+                    entries.append(outcome_entry(w.value.outcome))
+            else:
+                ended.extend(w.ended)
+                entries.extend(w.entries)
+        self.executions.add_totals_in(conn, ended)
         if self.audit is not None:
-            self.audit.append_many_in(conn, [e for w in written for e in w.entries])
+            self.audit.append_many_in(conn, entries)
 
     # -- the record of a call ---------------------------------------------------------------------
 
@@ -226,13 +253,13 @@ class Recorder:
         """Queue the final record's write for the next batch and return what waits for it: `finish`
         once awaited. Until then the write rides with whichever batch commits next (the next call's
         admission, typically), so a caller that goes on at once shares that commit."""
-        # One conditional UPDATE: it can only fail as a database error, which fails the batch.
+        # The batch's shared part updates the row (one statement run for the batch's outcomes):
+        # it can only fail as a database error, which fails the batch.
         write = self.writes.defer(self._finish_in, outcome, savepoint=False)
 
         async def settle() -> Execution:
             with anyio.CancelScope(shield=True):
-                wrote = (await self.writes.settle(write)).value
-                if not wrote:
+                if not (await self.writes.settle(write)).value.stored:
                     # Closed meanwhile by someone else (a process that took this one for dead).
                     return await self.executions.get(outcome.id) or outcome
                 kind = "execution_cancelled" if outcome.status == ExecutionStatus.CANCELLED else "execution_finished"
@@ -242,10 +269,9 @@ class Recorder:
 
         return settle
 
-    def _finish_in(self, conn: Connection, outcome: Execution) -> _Written:
-        if not self.executions.finish_in(conn, outcome, totals=False):
-            return _Written(False)
-        return _Written(True, ended=(outcome,), entries=(outcome_entry(outcome),))
+    @staticmethod
+    def _finish_in(conn: Connection, outcome: Execution) -> _Written:
+        return _Written(_Finish(outcome))
 
     async def audit_outcome(self, execution: Execution) -> None:
         """Append the outcome audit row of an execution closed outside a call (orphans, dead owners)."""

@@ -70,14 +70,14 @@ async def test_each_steps_outcome_shares_a_commit_with_the_next_admission(tmp_pa
 
 async def test_a_step_whose_record_cannot_be_stored_fails_its_run(tmp_path: Path) -> None:
     async with temp_store(tmp_path) as store, test_runtime(store, in_memory_pool({"calc": _server()})) as (rt, me):
-        finish_in = rt.executions.finish_in
+        finish_many_in = rt.executions.finish_many_in
 
-        def failing(conn: Any, execution: Any, **kw: Any) -> bool:
+        def failing(conn: Any, executions: Any) -> set[str]:
             raise StoreError("store error (sqlite): disk I/O error")
 
-        rt.executions.finish_in = failing  # type: ignore[method-assign]
+        rt.executions.finish_many_in = failing  # type: ignore[method-assign]
         outcome = await rt.runner(CallContext(me)).run(_plan(["calc/add"], {"calc/add": {"a": 1, "b": 2}}))
-        rt.executions.finish_in = finish_in  # type: ignore[method-assign]
+        rt.executions.finish_many_in = finish_many_in  # type: ignore[method-assign]
         steps = await store.runs.get_steps(outcome.run_id)
         run_row = await store.runs.get_run(outcome.run_id)
 

@@ -306,3 +306,27 @@ async def test_a_settled_write_behind_a_full_batch_of_deferred_ones_is_in_its_se
         assert await rows(store) == [1, 10, 11]  # the first two deferred writes, then its own
         assert [await batcher.settle(p) for p in deferred] == [10, 11, 12]
         assert await rows(store) == [1, 10, 11, 12]
+
+
+async def test_writes_of_one_batch_share_a_read_and_the_next_batch_reads_again(db_url: str) -> None:
+    from toolagent.store.batch import read_once
+
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=3)
+        reads: list[int] = []
+
+        def reading(n: int) -> Callable[[sa.Connection, int], int]:
+            def write(conn: sa.Connection, n: int) -> int:
+                # Each batch reads the row count once, whatever its writes inserted meanwhile.
+                seen = read_once("probe rows", lambda: reads.append(n) or len(conn.execute(sa.select(PROBE.c.n)).all()))
+                insert(conn, n)
+                return seen
+            return write
+
+        results = await submit_together(batcher, range(6), reading, savepoint=False)
+        # Outside a batch transaction, a read is made each time.
+        outside = [read_once("probe rows", lambda: reads.append(-1) or 7) for _ in range(2)]
+    assert (batcher.stats.batches, batcher.stats.largest) == (2, 3)
+    assert sorted(results.values()) == [0, 0, 0, 3, 3, 3]  # the second batch saw the first's rows
+    assert len(reads) == 4 and reads[-2:] == [-1, -1]
+    assert outside == [7, 7]

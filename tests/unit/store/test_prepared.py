@@ -53,6 +53,25 @@ async def test_rows_written_through_the_driver_read_back_like_rows_written_by_sq
     assert rows["by-driver"]["result"] == done["result"] and rows["by-driver"]["arguments"] == {"text": "héllo", "n": 2.5}
 
 
+async def test_execute_each_runs_once_per_row_and_gives_each_its_rowcount(db_url: str) -> None:
+    finish = Prepared(T.update().where((T.c.id == sa.bindparam("k_id")) & (T.c.status == ExecutionStatus.RUNNING)))
+    in_list = Prepared(T.update().where(T.c.id.in_(sa.bindparam("ids", expanding=True))).values(reason="listed"))
+    done = {"status": ExecutionStatus.SUCCESS, "ended_at": WHEN, "duration_ms": 2.0, "result": None, "error": None}
+    async with open_store(db_url) as store:
+        def write(conn: sa.Connection) -> tuple[list[int], list[int], list[int]]:
+            conn.execute(T.insert(), [_row("a"), _row("b"), _row("c", status=ExecutionStatus.FAILED)])
+            counts = finish.execute_each(conn, [{"k_id": k, **done} for k in ("a", "c", "zz", "b", "a")])
+            # A statement it cannot prepare runs row by row through SQLAlchemy, with the same answer.
+            return counts, in_list.execute_each(conn, [{"ids": ["a", "b"]}, {"ids": ["zz"]}]), finish.execute_each(conn, [])
+
+        counts, listed, none = await store.db.write(write)
+        async with store.db.begin() as conn:
+            rows = {r.id: (r.status, r.duration_ms, r.reason) for r in await conn.execute(sa.select(T))}
+    assert counts == [1, 0, 0, 1, 0]  # "c" was not running, "zz" does not exist, "a" was finished already
+    assert (listed, none) == ([2, 0], [])
+    assert rows == {"a": ("success", 2.0, "listed"), "b": ("success", 2.0, "listed"), "c": ("failed", None, None)}
+
+
 async def test_returning_and_statements_it_cannot_prepare_still_run(db_url: str) -> None:
     in_list = Prepared(sa.select(T.c.id).where(T.c.id.in_(sa.bindparam("ids", expanding=True))).order_by(T.c.id))
     returning = Prepared(T.update().where(T.c.id == sa.bindparam("k_id")).values(reason=sa.bindparam("b_reason"))
