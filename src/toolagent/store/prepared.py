@@ -125,12 +125,11 @@ class Prepared:
     def execute_each(self, conn: sa.Connection, params: Sequence[Mapping[str, Any]]) -> list[int]:
         """Run once per parameter mapping (each with the same keys); returns each run's rowcount.
 
-        On PostgreSQL the runs go in one pipeline (one round trip, psycopg's `executemany` keeping
-        each statement's result); SQLite runs them one after another in process.
+        On PostgreSQL several runs go in one pipeline (one round trip, psycopg's `executemany`
+        keeping each statement's result); SQLite runs them one after another in process, and so does
+        a single run on either (entering and leaving a pipeline costs more than it saves for one).
         """
-        if not params:
-            return []
-        form = self._form(conn.dialect, tuple(params[0]))
+        form = self._form(conn.dialect, tuple(params[0])) if len(params) > 1 else None
         if form is None:
             return [self.execute(conn, p).rowcount for p in params]
         driver_params = [form.row(p) for p in params]
