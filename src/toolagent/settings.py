@@ -20,7 +20,7 @@
 | `TOOLAGENT_MAX_RESULT_BYTES` | `max_result_bytes` | 1048576 (1 MiB) |
 | `TOOLAGENT_MAX_DELIVERABLE_BYTES` | `max_deliverable_bytes` | 4194304 (4 MiB) |
 | `TOOLAGENT_SQL_TOOLS_REQUIRE_AGENT` | `sql_tools_require_agent` | false |
-| `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 5 |
+| `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 10 |
 | `TOOLAGENT_COMMIT_BATCH_MAX` | `commit_batch_max` | 64 |
 
 Empty values count as unset. The environment is read when `Settings.from_env()` is called, not

@@ -70,7 +70,7 @@ from .db import Connection, Database, is_retryable, translate
 T = TypeVar("T")
 
 #: Longest wait of a batch with more than one write for more, by default (seconds).
-DEFAULT_WINDOW_S: Final = 0.005
+DEFAULT_WINDOW_S: Final = 0.010
 #: A batch waiting for more closes once no write has joined for this long (seconds).
 IDLE_S: Final = 0.001
 #: Most writes in one batch, by default.
