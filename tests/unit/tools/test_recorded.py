@@ -42,8 +42,7 @@ async def test_each_outcome_is_stored_with_its_audit_rows(tmp_path: Path) -> Non
     assert verified.ok
 
 
-async def test_outcomes_ending_together_are_stored_in_one_batch_and_a_row_closed_meanwhile_stays_closed(
-        tmp_path: Path) -> None:
+async def test_outcomes_stored_in_one_batch_leave_a_row_closed_meanwhile_as_it_was(tmp_path: Path) -> None:
     import dataclasses
     from datetime import UTC, datetime
 
@@ -64,7 +63,8 @@ async def test_outcomes_ending_together_are_stored_in_one_batch_and_a_row_closed
         outcomes: dict = {}
 
         async def one(n: int) -> None:
-            outcomes[n] = await r.call("file/read", {"n": n}, on_admitted=admitted.append)
+            # As a BUILD step: the outcome's write is queued, and settled below.
+            outcomes[n] = await r.call("file/read", {"n": n}, on_admitted=admitted.append, settle_later=True)
 
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
@@ -72,23 +72,23 @@ async def test_outcomes_ending_together_are_stored_in_one_batch_and_a_row_closed
                     tg.start_soon(one, n)
                 while len(admitted) < 3:
                     await anyio.sleep(0.01)
-                # Another process took the second call for dead and closed its row meanwhile.
-                second = next(e for e in admitted if e.arguments == {"n": 1})
-                assert await r.runtime.executions.finish(dataclasses.replace(
-                    second, status="failed", reason="interrupted", error="interrupted", ended_at=datetime.now(UTC)))
-                before = r.runtime.recorder.writes.stats
                 release.set()
+            # Another process took the second call for dead and closed its row meanwhile.
+            second = next(e for e in admitted if e.arguments == {"n": 1})
+            assert await r.runtime.executions.finish(dataclasses.replace(
+                second, status="failed", reason="interrupted", error="interrupted", ended_at=datetime.now(UTC)))
+            before = r.runtime.recorder.writes.stats
+            stored = [await outcomes[n].settle() for n in range(3)]  # the first settle commits all three
         after = r.runtime.recorder.writes.stats
         audit = [row async for row in r.runtime.audit.iter_records()]  # type: ignore[union-attr]
         verified = await r.runtime.audit.verify()  # type: ignore[union-attr]
         async with r.runtime.db.begin() as conn:
             totals = {(t.status, t.calls) for t in await conn.execute(
                 sa.select(et.execution_totals).where(et.execution_totals.c.tool == "file/read"))}
-    assert (after.batches - before.batches, after.largest) == (1, 3)  # the three outcomes in one transaction
-    assert [outcomes[n].status for n in range(3)] == [CallStatus.OK, CallStatus.FAILED, CallStatus.OK]
-    assert outcomes[1].reason == "interrupted" and outcomes[1].execution_id == second.id
+    assert (after.batches - before.batches, after.writes - before.writes) == (1, 3)  # one transaction
+    assert [s.status for s in stored] == ["success", "failed", "success"]
+    assert stored[1].id == second.id and stored[1].reason == "interrupted"
     # The closed row keeps its state: no outcome audit row of this process, counted once as failed.
-    assert sorted(a.execution_id for a in audit if a.event == "outcome") == sorted(
-        outcomes[n].execution_id for n in (0, 2))
+    assert sorted(a.execution_id for a in audit if a.event == "outcome") == sorted(stored[n].id for n in (0, 2))
     assert totals == {("success", 2), ("failed", 1)}
     assert verified.ok
