@@ -154,10 +154,10 @@ class ExecutionStore:
         counts = self._finish_row.execute_each(conn, [{"k_id": e.id, **final_values(e)} for e in executions])
         return {e.id for e, n in zip(executions, counts, strict=True) if n}
 
-    def _end_in(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended | None) -> bool:
+    def _end_in(self, conn: sa.Connection, execution_id: str, values: dict[str, Any], ended: _Ended) -> bool:
         """Set a final state if the row is still running, and count it in the totals; False otherwise."""
         result = self._finish_row.execute(conn, {"k_id": execution_id, **values})
-        if result.rowcount and ended is not None:
+        if result.rowcount:
             self._add_totals(conn, [ended])
         return bool(result.rowcount)
 

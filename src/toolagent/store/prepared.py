@@ -86,6 +86,19 @@ class DriverResult:
         return iter(self._rows)
 
 
+def _on_driver_cursor(conn: sa.Connection, sql: str, driver_params: Any, run: Callable[[Any], Any]) -> Any:
+    """`run(cursor)` on a cursor of the connection's DBAPI connection, inside SQLAlchemy's
+    transaction; a driver error is raised as SQLAlchemy's wrapper of it, as `conn.execute` would."""
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        return run(cursor)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise sa.exc.DBAPIError.instance(sql, driver_params, exc, conn.dialect.loaded_dbapi.Error,
+                                         dialect=conn.dialect) from exc
+    finally:
+        cursor.close()
+
+
 class Prepared:
     """A Core statement run through the driver (see the module docstring)."""
 
@@ -106,8 +119,8 @@ class Prepared:
         if form is None:  # a form this class does not handle: SQLAlchemy's own path
             return conn.execute(self.statement, rows[0] if isinstance(params, Mapping) else rows)  # type: ignore[arg-type]
         driver_params = form.row(params) if isinstance(params, Mapping) else [form.row(r) for r in rows]
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
+
+        def run(cursor: Any) -> DriverResult:
             if isinstance(params, Mapping):
                 cursor.execute(form.sql, driver_params)
             else:
@@ -116,41 +129,29 @@ class Prepared:
             if found:
                 found = self._rows(conn.dialect, cursor.description, found)
             return DriverResult(cursor.rowcount, found)
-        except conn.dialect.loaded_dbapi.Error as exc:
-            raise sa.exc.DBAPIError.instance(form.sql, driver_params, exc, conn.dialect.loaded_dbapi.Error,
-                                             dialect=conn.dialect) from exc
-        finally:
-            cursor.close()
+
+        return _on_driver_cursor(conn, form.sql, driver_params, run)
 
     def execute_each(self, conn: sa.Connection, params: Sequence[Mapping[str, Any]]) -> list[int]:
         """Run once per parameter mapping (each with the same keys); returns each run's rowcount.
 
         On PostgreSQL several runs go in one pipeline (one round trip, psycopg's `executemany`
-        keeping each statement's result); SQLite runs them one after another in process, and so does
-        a single run on either (entering and leaving a pipeline costs more than it saves for one).
+        keeping each statement's result); otherwise (SQLite, in process, or a single run, for which
+        entering and leaving a pipeline costs more than it saves) each is an `execute`.
         """
-        form = self._form(conn.dialect, tuple(params[0])) if len(params) > 1 else None
+        form = self._form(conn.dialect, tuple(params[0])) if len(params) > 1 and conn.dialect.name == "postgresql" else None
         if form is None:
             return [self.execute(conn, p).rowcount for p in params]
         driver_params = [form.row(p) for p in params]
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
-            if conn.dialect.name != "postgresql":
-                counts = []
-                for row in driver_params:
-                    cursor.execute(form.sql, row)
-                    counts.append(cursor.rowcount)
-                return counts
+
+        def run(cursor: Any) -> list[int]:
             cursor.executemany(form.sql, driver_params, returning=True)
             counts = [cursor.rowcount]
             while cursor.nextset():
                 counts.append(cursor.rowcount)
             return counts
-        except conn.dialect.loaded_dbapi.Error as exc:
-            raise sa.exc.DBAPIError.instance(form.sql, driver_params, exc, conn.dialect.loaded_dbapi.Error,
-                                             dialect=conn.dialect) from exc
-        finally:
-            cursor.close()
+
+        return _on_driver_cursor(conn, form.sql, driver_params, run)
 
     def _rows(self, dialect: sa.Dialect, description: Sequence[Any], found: list[Any]) -> list[Any]:
         """The driver's rows as named tuples, each value through its column type's result processor

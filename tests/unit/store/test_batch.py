@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from toolagent.errors import RateLimited, StoreError
 from toolagent.store import Store, open_store
-from toolagent.store.batch import GroupCommit
+from toolagent.store.batch import GroupCommit, read_once
 from toolagent.store.db import is_retryable
 
 pytestmark = pytest.mark.anyio
@@ -310,8 +310,6 @@ async def test_a_settled_write_behind_a_full_batch_of_deferred_ones_is_in_its_se
 
 
 async def test_writes_of_one_batch_share_a_read_and_the_next_batch_reads_again(db_url: str) -> None:
-    from toolagent.store.batch import read_once
-
     async with probe_store(db_url) as store:
         batcher = GroupCommit(store.db, window_s=3600, max_size=3)
         reads: list[int] = []

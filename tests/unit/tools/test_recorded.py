@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
 import pytest
+import sqlalchemy as sa
 
 from toolagent.errors import UpstreamError
 from toolagent.status import CallStatus
+from toolagent.store import engine_tables as et
 from toolagent.tools.spec import ToolResult
 
 from ._stack import rig
@@ -43,14 +48,6 @@ async def test_each_outcome_is_stored_with_its_audit_rows(tmp_path: Path) -> Non
 
 
 async def test_outcomes_stored_in_one_batch_leave_a_row_closed_meanwhile_as_it_was(tmp_path: Path) -> None:
-    import dataclasses
-    from datetime import UTC, datetime
-
-    import anyio
-    import sqlalchemy as sa
-
-    from toolagent.store import engine_tables as et
-
     async with rig(tmp_path) as r:
         release = anyio.Event()
 
