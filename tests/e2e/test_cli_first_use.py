@@ -128,6 +128,23 @@ def test_light_commands_load_neither_the_mcp_sdk_nor_the_store(args: list[str], 
     assert line.startswith("LOADED [] 0"), proc.stderr
 
 
+@pytest.mark.parametrize("args", [["runs", "list"], ["history"], ["users", "list"], ["keys", "list"],
+                                  ["executions", "active"], ["metrics"]])
+def test_store_commands_open_the_runtime_without_loading_the_mcp_sdk(args: list[str], tmp_path: Path) -> None:
+    # The runtime's catalogue loads the SDK with the server pool, which only tool-calling commands
+    # open: importing it costs a store command about as much as everything else it does.
+    code = (
+        "import sys\nfrom toolagent.cli import main\nsys.argv = ['toolagent', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\nelse:\n    code = 0\n"
+        "print('LOADED', sorted(m for m in ('mcp', 'sqlalchemy') if m in sys.modules), code, file=sys.stderr)\n"
+    )
+    env = {**os.environ, "TOOLAGENT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"}
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env=env)
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("LOADED ['sqlalchemy'] 0"), proc.stderr
+
+
 # -- tables at 80 columns ----------------------------------------------------------------------
 
 

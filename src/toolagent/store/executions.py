@@ -55,6 +55,15 @@ def _bucket_sql(column: Any) -> Any:
     return sa.case(*((column <= bound, i) for i, bound in enumerate(BOUNDS_MS)), else_=len(BOUNDS_MS))
 
 
+_CANCEL_REQUESTS = sa.select(_T.c.id, _T.c.cancel_requested_by).where(
+    _T.c.id.in_(sa.bindparam("ids", expanding=True)) & _T.c.cancel_requested_by.is_not(None)
+    & (_T.c.status == ExecutionStatus.RUNNING))
+
+
+def _cancel_requests_in(conn: sa.Connection, ids: list[str]) -> dict[str, str]:
+    return {r.id: r.cancel_requested_by for r in conn.execute(_CANCEL_REQUESTS, {"ids": ids})}
+
+
 @dataclass(frozen=True)
 class _Ended:
     """What the totals need of an execution that ended."""
@@ -199,14 +208,15 @@ class ExecutionStore:
             return int(await conn.scalar(sa.select(sa.func.count()).select_from(_T).where(_T.c.status == ExecutionStatus.RUNNING)) or 0)
 
     async def cancel_requests(self, ids: Iterable[str]) -> dict[str, str]:
-        """Of `ids`, those another process asked to cancel, with who asked."""
+        """Of `ids`, those another process asked to cancel, with who asked.
+
+        Polled about ten times a second while calls run (`tools/cancellation.py`), with every
+        running call's id: one statement built once, run as a hot read (inline on SQLite).
+        """
         wanted = list(ids)
         if not wanted:
             return {}
-        query = sa.select(_T.c.id, _T.c.cancel_requested_by).where(
-            _T.c.id.in_(wanted) & _T.c.cancel_requested_by.is_not(None) & (_T.c.status == ExecutionStatus.RUNNING))
-        async with self.db.begin() as conn:
-            return {r.id: r.cancel_requested_by for r in await conn.execute(query)}
+        return await self.db.read(_cancel_requests_in, wanted)
 
     async def request_cancel(self, execution_id: str, by: str, now: datetime) -> bool:
         """Flag a running record for cancellation by its owning process; False if it is not running."""

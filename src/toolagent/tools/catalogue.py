@@ -10,14 +10,17 @@ listing is cached per server and dropped on the server's list-changed notice.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..engine.config import EngineConfig
 from ..engine.permissions import parse_category
 from ..engine.registry import Registry, ToolEntry, ToolListing
 from ..errors import ServerUnavailable
-from ..mcp.pool import ServerPool
 from ..tools.spec import ToolSpec
 from .base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
+
+if TYPE_CHECKING:
+    from ..mcp.pool import ServerPool
 
 
 class Catalogue(ToolSource):
