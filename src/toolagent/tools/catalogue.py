@@ -20,6 +20,8 @@ from ..tools.spec import ToolSpec
 from .base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
 
 if TYPE_CHECKING:
+    # Named for type checks only: importing the pool loads the MCP SDK, which a command that opens
+    # the runtime without calling a tool (runs, history, users) should not pay for.
     from ..mcp.pool import ServerPool
 
 
