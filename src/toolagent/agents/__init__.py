@@ -1,15 +1,46 @@
-"""Agent definitions: the contract, its validation and its loaders."""
+"""Agent definitions: the contract, its validation and its loaders.
 
-from .loaders import DEFAULT_ORG, LoadedAgent, load_path, load_record, record_from_definition
-from .models import (
-    AgentDef,
-    AgentRecord,
-    Configuration,
-    DeliverableFormat,
-    ExecutionMode,
-    definition_json_schema,
-)
-from .validation import load_definition_text, parse_document, validate_definition
+Names load on first use (as in `toolagent.engine`): the store needs only the records
+(`models`), not the loaders, the validation and the interpolation's template engine.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .loaders import DEFAULT_ORG, LoadedAgent, load_path, load_record, record_from_definition
+    from .models import AgentDef, AgentRecord, Configuration, DeliverableFormat, ExecutionMode, definition_json_schema
+    from .validation import load_definition_text, parse_document, validate_definition
+
+#: Public name -> submodule.
+_EXPORTS = {
+    "DEFAULT_ORG": "loaders",
+    "LoadedAgent": "loaders",
+    "load_path": "loaders",
+    "load_record": "loaders",
+    "record_from_definition": "loaders",
+    "AgentDef": "models",
+    "AgentRecord": "models",
+    "Configuration": "models",
+    "DeliverableFormat": "models",
+    "ExecutionMode": "models",
+    "definition_json_schema": "models",
+    "load_definition_text": "validation",
+    "parse_document": "validation",
+    "validate_definition": "validation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_ORG",

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jsonschema
-
 from ..errors import ArgumentsInvalid, UpstreamError
 from ..tools.spec import ToolSpec
 
@@ -77,6 +75,11 @@ def _validator(spec: ToolSpec) -> tuple[Any, _Quick | None]:
     hit = _VALIDATORS.get(spec.name)
     if hit is not None and hit[0] is spec.input_schema:
         return hit[1], hit[2]
+    # Loaded on the first check, not with the tool stack: a command that calls no tool (a listing,
+    # the history) opens the stack without needing it, and jsonschema with what it loads costs
+    # such a command a few percent of its run.
+    import jsonschema
+
     try:
         cls = jsonschema.validators.validator_for(spec.input_schema)
         cls.check_schema(spec.input_schema)
