@@ -8,7 +8,7 @@ Every BUILD step goes through the runtime's tool stack as the CLI's principal (`
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import typer
@@ -17,8 +17,6 @@ from ..data import demo_payload_file
 from ..engine import EngineConfig
 from ..errors import NotFound, UsageError
 from ..mcp.config import ServersConfig
-from ..runs import RunEvent, load_agent, plan_build
-from ..seeding import default_seed_files, seed_files
 from ..store import open_store
 from ._hints import check_payload
 from ._tables import Column, fitted_table
@@ -28,6 +26,9 @@ from ..tools.base import CallContext
 from ..status import RunStatus, StepStatus
 from .tools import cli_runtime, namespaces_of
 from .worker import submit_build, submit_wanted
+
+if TYPE_CHECKING:
+    from ..runs import RunEvent
 
 runs_app = typer.Typer(help="Inspect and cancel BUILD runs.", no_args_is_help=True)
 deliverables_app = typer.Typer(help="Inspect deliverables.", no_args_is_help=True)
@@ -60,9 +61,13 @@ async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, 
         raise UsageError("--payload must be a JSON object")
     if overrides is not None and not isinstance(overrides, dict):
         raise UsageError("--override must be a JSON object with tools, toolParams, toolExecutionMode or stopOnError")
+    # Here, not with the module: `runs list`, `runs show` and `deliverables` need no agent loader.
+    from ..runs import load_agent, plan_build
+
     config = ServersConfig.load(state.servers)
     async with open_store(state.db) as store:
         if seed_first:
+            from ..seeding import default_seed_files, seed_files
             from .agents import operator
 
             for ref, outcome in await seed_files(store, default_seed_files(), operator()):

@@ -1,26 +1,53 @@
-"""BUILD runs: planning, execution over MCP, deliverables, and the embedding entry point."""
+"""BUILD runs: planning, execution over MCP, deliverables, and the embedding entry point.
+
+Names load on first use (as in `toolagent.engine`): a module that needs one part of this package
+(`runs.flow`, say) does not load the planner, the runner and the agent loaders with it.
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..agents.loaders import LoadedAgent
-from ..mcp.config import ServersConfig
-from ..store import Store
-from .flow import FlowCap
-from .plan import BuildPlan, PlannedStep, merge_overrides, plan_build
-from .runner import BuildRunner, RunEvent, RunOutcome, StepState, new_run_id
-
 if TYPE_CHECKING:
+    from ..agents.loaders import LoadedAgent
     from ..engine.principals import Principal
+    from ..mcp.config import ServersConfig
+    from ..store import Store
+    from .flow import FlowCap
+    from .plan import BuildPlan, PlannedStep, merge_overrides, plan_build
+    from .runner import BuildRunner, RunEvent, RunOutcome, StepState, new_run_id
+
+#: Public name -> submodule.
+_EXPORTS = {
+    "FlowCap": "flow",
+    "BuildPlan": "plan",
+    "PlannedStep": "plan",
+    "merge_overrides": "plan",
+    "plan_build": "plan",
+    "BuildRunner": "runner",
+    "RunEvent": "runner",
+    "RunOutcome": "runner",
+    "StepState": "runner",
+    "new_run_id": "runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 async def load_agent(ref: str, store: Store | None) -> LoadedAgent:
     """An agent from a YAML/JSON file path or `org/slug` in the store (None: files only)."""
     from pathlib import Path
 
-    from ..agents import load_path, load_record
+    from ..agents.loaders import load_path, load_record
     from ..errors import UsageError
 
     if Path(ref).is_file():
@@ -73,9 +100,12 @@ async def build(
         ConfigError: invalid agent, overrides or server config (before anything runs).
         NotFound: `user` names no stored user.
     """
+    from ..agents.loaders import LoadedAgent
+    from ..mcp.config import ServersConfig
     from ..runtime import open_runtime
     from ..tools.base import CallContext
     from .flow import FlowCap
+    from .plan import plan_build
 
     config = servers if isinstance(servers, ServersConfig) else ServersConfig.load(servers)
     async with open_runtime(db, config, flow_cap=FlowCap.from_env()) as runtime:
