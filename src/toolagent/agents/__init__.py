@@ -6,8 +6,9 @@ Names load on first use (as in `toolagent.engine`): the store needs only the rec
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .loaders import DEFAULT_ORG, LoadedAgent, load_path, load_record, record_from_definition
@@ -32,14 +33,7 @@ _EXPORTS = {
     "validate_definition": "validation",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [

@@ -18,8 +18,9 @@ rendering live in `audit`, `redaction`, `events`, `logs` and `prometheus`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .config import ENGINE_CONFIG_ENV, EngineConfig, PlanConfig, ToolOverride
@@ -66,14 +67,7 @@ _EXPORTS = {
     "ToolListing": "registry",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [

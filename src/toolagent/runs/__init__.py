@@ -6,9 +6,10 @@ Names load on first use (as in `toolagent.engine`): a module that needs one part
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ..agents.loaders import LoadedAgent
@@ -33,14 +34,7 @@ _EXPORTS = {
     "new_run_id": "runner",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 async def load_agent(ref: str, store: Store | None) -> LoadedAgent:
