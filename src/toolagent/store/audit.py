@@ -4,7 +4,11 @@ Appends never fork the chain (a batch of rows takes the lock and moves the head 
 PostgreSQL reads the head row with `FOR UPDATE` (before the first row, when there is no head row
 to lock, a transaction-scoped advisory lock serializes the writers that would create it); SQLite
 writes the head row first, which takes the database's write lock before anything is read (the
-busy timeout makes other writers, in this process or another, wait).
+busy timeout makes other writers, in this process or another, wait). On SQLite the first write
+is, when it can be, the head's move itself: the rows are chained to the head this process last
+wrote, and the head moves only if it is still that one (`WHERE seq = ... AND hash = ...`, under
+the write lock); if another process appended meanwhile, or that transaction rolled back, nothing
+moved and the head is read as above.
 How a row is hashed is `engine.audit`'s business: `append_in` takes the hash function.
 """
 
@@ -52,6 +56,11 @@ class AuditRows:
         move = audit_head.update().where(head.id == 1).values(
             seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now"))
         self._move_head = Prepared(move)
+        # SQLite: the move, only from the head this process last wrote.
+        self._move_head_from = Prepared(move.where((head.seq == sa.bindparam("b_old_seq"))
+                                                   & (head.hash == sa.bindparam("b_old_hash"))))
+        self._last_head: tuple[int, str] | None = None
+        """The head as this process's last append left it (SQLite), which may not have committed."""
         # PostgreSQL: a lone row's insert and the head's move in one statement (one round trip).
         self._insert_row_moving_head = Prepared(audit_log.insert().add_cte(move.cte("moved_head")))
 
@@ -71,7 +80,8 @@ class AuditRows:
     def append_many_in(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]], now: datetime,
                        row_hash: RowHash, genesis: str = GENESIS_HASH) -> list[int]:
         """Add rows at the end of the chain, in order, inside the caller's transaction: one lock,
-        one read of the head, one insert of every row, one update of the head.
+        one read of the head, one insert of every row, one update of the head (on SQLite, usually
+        the update alone: the module docstring).
 
         Returns:
             The rows' sequence numbers.
@@ -81,6 +91,15 @@ class AuditRows:
         """
         if not rows:
             return []
+        if self.db.is_sqlite and self._last_head is not None:
+            seq, prev_hash = self._last_head
+            chained = _chained(rows, now, row_hash, seq, prev_hash)
+            moved = {"b_seq": chained[-1]["seq"], "b_hash": chained[-1]["hash"], "b_now": now,
+                     "b_old_seq": seq, "b_old_hash": prev_hash}
+            if self._move_head_from.execute(conn, moved).rowcount == 1:
+                self._insert_row.execute(conn, chained[0] if len(chained) == 1 else chained)
+                self._last_head = (moved["b_seq"], moved["b_hash"])
+                return [c["seq"] for c in chained]
         if self.db.is_sqlite:
             # The head is read by a write (UPDATE ... RETURNING), which takes SQLite's write lock
             # first (the same as BEGIN IMMEDIATE); a plain read first would let two writers chain
@@ -102,13 +121,8 @@ class AuditRows:
             seq, prev_hash = 0, genesis
         else:
             seq, prev_hash = int(head.seq), str(head.hash)
-        chained: list[dict[str, Any]] = []
-        for values in rows:
-            seq += 1
-            row = {"seq": seq, "recorded_at": now, **values}
-            digest = row_hash(row, prev_hash)
-            chained.append({**row, "prev_hash": prev_hash, "hash": digest})
-            prev_hash = digest
+        chained = _chained(rows, now, row_hash, seq, prev_hash)
+        seq, prev_hash = chained[-1]["seq"], chained[-1]["hash"]
         moved = {"b_seq": seq, "b_hash": prev_hash, "b_now": now}
         if head is not None and len(chained) == 1 and not self.db.is_sqlite:
             self._insert_row_moving_head.execute(conn, {**chained[0], **moved})
@@ -118,6 +132,8 @@ class AuditRows:
             conn.execute(self._insert_head, {"id": 1, "seq": seq, "hash": prev_hash, "updated_at": now})
         else:
             self._move_head.execute(conn, moved)
+        if self.db.is_sqlite:
+            self._last_head = (seq, prev_hash)
         return [c["seq"] for c in chained]
 
     async def head(self) -> tuple[int, str] | None:
@@ -147,6 +163,19 @@ class AuditRows:
         q = q.order_by(audit_log.c.seq.desc() if newest_first else audit_log.c.seq).limit(max(0, limit))
         async with self.db.begin() as conn:
             return list(await conn.execute(q))
+
+
+def _chained(rows: Sequence[Mapping[str, Any]], now: datetime, row_hash: RowHash, seq: int,
+             prev_hash: str) -> list[dict[str, Any]]:
+    """`rows` as stored after the row `seq` whose hash is `prev_hash`: numbered and hashed in order."""
+    chained: list[dict[str, Any]] = []
+    for values in rows:
+        seq += 1
+        row = {"seq": seq, "recorded_at": now, **values}
+        digest = row_hash(row, prev_hash)
+        chained.append({**row, "prev_hash": prev_hash, "hash": digest})
+        prev_hash = digest
+    return chained
 
 
 __all__ = ["AUDIT_LOCK_KEY", "GENESIS_HASH", "AuditChainBroken", "AuditRows", "RowHash"]

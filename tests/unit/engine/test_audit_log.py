@@ -219,6 +219,48 @@ async def test_two_logs_on_separate_engines_append_concurrently(db_url: str) -> 
     assert result.ok and result.rows_checked == 60
 
 
+async def test_appends_chain_to_the_committed_head_after_a_rollback_and_another_log(db_url: str) -> None:
+    # On SQLite a log chains to the head it last wrote and moves it only if it is still that one:
+    # a rolled-back append and another log's append each leave it behind, and it reads the head.
+    async with open_store(db_url) as a, open_store(db_url) as b:
+        first, other = AuditLog(a.db), AuditLog(b.db)
+        await first.append(entry(1))
+
+        def append_then_fail(conn: sa.Connection) -> None:
+            first.append_in(conn, entry(2))
+            raise RuntimeError("rolled back")
+
+        with pytest.raises(RuntimeError):
+            await a.db.write(append_then_fail)
+        await first.append(entry(3))
+        await other.append(entry(4))
+        await first.append(entry(5))
+        result = await first.verify()
+    assert result.ok and result.rows_checked == 4 and result.head_seq == 4
+
+
+async def test_a_sqlite_log_reads_the_head_only_when_another_writer_moved_it(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'audit.db'}"
+    async with open_store(url) as a, open_store(url) as b:
+        first, other = AuditLog(a.db), AuditLog(b.db)
+        claim = first.rows._claim_head
+        reads = 0
+        real = claim.execute
+
+        def counted(*args: object) -> object:
+            nonlocal reads
+            reads += 1
+            return real(*args)  # type: ignore[arg-type]
+
+        claim.execute = counted  # type: ignore[method-assign]
+        await fill(first, 4)
+        assert reads == 1  # the first append; the next ones move the head they wrote
+        await other.append(entry(9))
+        await fill(first, 2)
+        assert reads == 2  # the head had moved under it: read once, then on its own again
+        assert (await first.verify()).ok
+
+
 _WORKER = textwrap.dedent("""
     import sys, anyio
     from toolagent.store import Store
