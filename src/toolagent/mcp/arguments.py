@@ -8,8 +8,8 @@ from typing import Any
 from ..errors import ArgumentsInvalid, UpstreamError
 from ..tools.spec import ToolSpec
 
-_Quick = Callable[[dict[str, Any]], bool]
-_VALIDATORS: dict[str, tuple[dict[str, Any], Any, _Quick | None]] = {}
+Quick = Callable[[dict[str, Any]], bool]
+_VALIDATORS: dict[str, tuple[dict[str, Any], Any, Quick | None]] = {}
 
 # Keywords that only annotate: they never make an instance invalid.
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$schema", "$comment"})
@@ -36,11 +36,12 @@ def _property_types(schema: Any) -> tuple[type, ...] | None:
     return tuple(t for k in kinds for t in _SURE_TYPES[k])
 
 
-def _quick_check(schema: dict[str, Any]) -> _Quick | None:
-    """A check for the common shape of a tool's input schema (an object of typed properties, some
-    required, maybe closed) that answers True only for arguments the schema surely accepts; None
-    when the schema uses anything else. Whatever it does not pass goes to jsonschema, which
-    decides and names the fields: the check saves the general validator's walk on the hot path."""
+def quick_check(schema: dict[str, Any]) -> Quick | None:
+    """A check for the common shape of a tool's input or output schema (an object of typed
+    properties, some required, maybe closed) that answers True only for a value the schema surely
+    accepts; None when the schema uses anything else. Whatever it does not pass goes to jsonschema,
+    which decides and names the fields: the check saves the general validator's walk on the hot
+    path (arguments here, results in `checked_session.py`)."""
     if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required", "additionalProperties"}:
         return None
     if schema.get("type", "object") != "object":
@@ -69,7 +70,7 @@ def _quick_check(schema: dict[str, Any]) -> _Quick | None:
     return surely_valid
 
 
-def _validator(spec: ToolSpec) -> tuple[Any, _Quick | None]:
+def _validator(spec: ToolSpec) -> tuple[Any, Quick | None]:
     # Building a validator costs far more than running it. Specs are cached per listing, so the
     # schema object itself identifies the version; a re-listed tool gets a fresh validator.
     hit = _VALIDATORS.get(spec.name)
@@ -85,7 +86,7 @@ def _validator(spec: ToolSpec) -> tuple[Any, _Quick | None]:
         cls.check_schema(spec.input_schema)
     except jsonschema.exceptions.SchemaError as exc:
         raise UpstreamError(f"tool '{spec.name}' declares an invalid input schema: {exc.message}") from exc
-    validator, quick = cls(spec.input_schema), _quick_check(spec.input_schema)
+    validator, quick = cls(spec.input_schema), quick_check(spec.input_schema)
     _VALIDATORS[spec.name] = (spec.input_schema, validator, quick)
     return validator, quick
 
@@ -108,4 +109,4 @@ def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> None:
         raise ArgumentsInvalid(f"arguments for '{spec.name}' do not match its input schema: " + "; ".join(parts))
 
 
-__all__ = ["check_arguments"]
+__all__ = ["Quick", "check_arguments", "quick_check"]

@@ -12,6 +12,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.session import MessageHandlerFnT
 from mcp.types import Implementation
 
+from .checked_session import CheckedSession
 from .config import HttpServer, ServerParams, StdioServer
 from .diagnose import HttpTrace
 
@@ -52,6 +53,6 @@ async def connect(
         kwargs: dict[str, Any] = {"client_info": CLIENT_INFO}
         if message_handler is not None:
             kwargs["message_handler"] = message_handler
-        session = await stack.enter_async_context(ClientSession(read, write, **kwargs))
+        session = await stack.enter_async_context(CheckedSession(read, write, **kwargs))
         await session.initialize()
         yield session

@@ -35,14 +35,14 @@ def _spec(i: int, schema: dict[str, Any]) -> ToolSpec:
 
 
 def test_the_fast_path_covers_the_generated_schemas_and_declines_constraints() -> None:
-    quick = [arguments._quick_check(s) for s in SCHEMAS]
+    quick = [arguments.quick_check(s) for s in SCHEMAS]
     assert [q is not None for q in quick] == [True, True, True, False, False, False, False]
 
 
 @pytest.mark.parametrize("i", range(len(SCHEMAS)))
 def test_the_fast_path_never_passes_what_jsonschema_refuses(i: int) -> None:
     schema, rng = SCHEMAS[i], random.Random(i)
-    quick = arguments._quick_check(schema)
+    quick = arguments.quick_check(schema)
     validator = jsonschema.validators.validator_for(schema)(schema)
     passed = 0
     for _ in range(3000):
