@@ -17,15 +17,16 @@ import functools
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import anyio
 
 from .._aio import task_group
+from .._evolve import evolve
 from ..errors import PolicyError, ToolAgentError
-from ..status import CallStatus, RunStatus, StepStatus
+from ..status import CallStatus, StepStatus
 from ..store import Store
 from ..store.db import utcnow
 from ..tools.base import CallContext, CallOutcome
@@ -290,8 +291,8 @@ class BuildRunner:
             args, sources = fill_required(entry.spec, params, previous[0] if previous else None,
                                           previous[1] if previous else {}, ctx.payload)
             state.params, state.param_sources = args, sources
-            call_ctx = replace(self.context, run_id=ctx.run_id, agent_tools=ctx.plan.tools,
-                               security=ctx.plan.security, timeout_ms=self._timeout_ms(entry.spec), settle_later=True)
+            call_ctx = evolve(self.context, run_id=ctx.run_id, agent_tools=ctx.plan.tools,
+                              security=ctx.plan.security, timeout_ms=self._timeout_ms(entry.spec), settle_later=True)
             outcome = await self.tools.call(entry, args, call_ctx)
             if outcome.settle is not None:
                 ctx.unsettled.append((state, outcome.settle))

@@ -1,9 +1,12 @@
 """Write-behind of step records: steps never wait for the database, and nothing is lost.
 
-Each step hands its latest snapshot to the writer and goes on; a background task commits every
-pending snapshot in one transaction at most every `FLUSH_INTERVAL_S`, so a run of 100 quick
-steps costs a handful of commits instead of 200, and a record is at most that late. `close()` (called in a shield when the
-run ends, whatever ended it) flushes what is left before the run's final record is written.
+Each step hands its latest snapshot to the writer and goes on; a background task wakes every
+`FLUSH_INTERVAL_S` and commits every pending snapshot in one transaction, so a run of 100 quick
+steps costs a handful of commits instead of 200, and a record is at most that late. Handing over
+a snapshot does not wake the task: woken at once, it would run in the next turn of the event
+loop, which is where a step's admission lets concurrent writes join its batch, and the step
+would wait for it. `close()` (called in a shield when the run ends, whatever ended it) flushes
+what is left before the run's final record is written.
 """
 
 from __future__ import annotations
@@ -30,8 +33,7 @@ class StepWriter:
         self.flush_interval_s = flush_interval_s
         self.run_id = run_id
         self._pending: dict[int, dict[str, Any]] = {}
-        self._wake = anyio.Event()
-        self._closing = False
+        self._closing = anyio.Event()
         self._done = anyio.Event()
 
     def put(self, position: int, values: dict[str, Any]) -> None:
@@ -40,7 +42,6 @@ class StepWriter:
         if values.get("result") is not None:
             values = {**values, "result": bound_result_json(values["result"], self.max_result_bytes)}
         self._pending[position] = {"position": position, **values}
-        self._wake.set()
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending, {}
@@ -48,25 +49,20 @@ class StepWriter:
             await self.store.runs.update_steps(self.run_id, list(batch.values()))
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """The writer task: flush whenever something is pending, until closed."""
+        """The writer task: every `flush_interval_s`, write what is pending, until closed."""
         task_status.started()
         try:
-            while not self._closing:
-                await self._wake.wait()
+            while not self._closing.is_set():
                 with anyio.move_on_after(self.flush_interval_s):
-                    # Gather what else changes meanwhile; closing ends the wait early.
-                    while not self._closing:
-                        self._wake = anyio.Event()
-                        await self._wake.wait()
-                self._wake = anyio.Event()
-                with anyio.CancelScope(shield=True):
-                    await self._flush()
+                    await self._closing.wait()
+                if self._pending and not self._closing.is_set():
+                    with anyio.CancelScope(shield=True):
+                        await self._flush()
         finally:
             self._done.set()
 
     async def close(self) -> None:
         """Stop the task and write whatever is still pending. Call in a shield."""
-        self._closing = True
-        self._wake.set()
+        self._closing.set()
         await self._done.wait()
         await self._flush()

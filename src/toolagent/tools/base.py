@@ -190,6 +190,15 @@ class WrappedSource(ToolSource):
 
     inner: ToolSource
 
+    def __post_init__(self) -> None:
+        # A method this layer does not override is the inner source's own, bound here: a call
+        # then passes only through the layers that act on it, not a coroutine per layer that
+        # merely forwards it (the per-call path crosses each layer up to three times).
+        cls = type(self)
+        for name in _FORWARDED:
+            if getattr(cls, name) is getattr(WrappedSource, name):
+                setattr(self, name, getattr(self.inner, name))
+
     async def list_tools(self, ctx: CallContext | None = None) -> dict[str, ToolEntry]:
         """The inner source's tools."""
         return await self.inner.list_tools(ctx)
@@ -212,6 +221,10 @@ class WrappedSource(ToolSource):
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         await self.inner.__aexit__(et, e, tb)
+
+
+#: The methods a `WrappedSource` forwards unless it overrides them.
+_FORWARDED = ("list_tools", "call_tool", "check", "resolve")
 
 
 def result_outcome(call: ToolCall, result: ToolResult) -> CallOutcome:

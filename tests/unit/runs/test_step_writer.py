@@ -1,0 +1,72 @@
+"""The step records' write-behind: at most one interval late, batched, nothing lost at close."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import pytest
+
+from toolagent.runs.writer import StepWriter
+
+pytestmark = pytest.mark.anyio
+
+
+class _Runs:
+    def __init__(self) -> None:
+        self.writes: list[tuple[float, list[dict[str, Any]]]] = []
+
+    async def update_steps(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+        assert run_id == "run_1"
+        self.writes.append((time.monotonic(), rows))
+
+
+def _writer(interval_s: float) -> tuple[StepWriter, _Runs]:
+    runs = _Runs()
+    return StepWriter(SimpleNamespace(runs=runs), "run_1", flush_interval_s=interval_s), runs  # type: ignore[arg-type]
+
+
+async def test_snapshots_of_one_interval_are_written_together_and_no_later_than_it() -> None:
+    writer, runs = _writer(0.1)
+    async with anyio.create_task_group() as tg:
+        await tg.start(writer.run)
+        start = time.monotonic()
+        for status in ("running", "success"):
+            writer.put(0, {"status": status})
+        writer.put(1, {"status": "running"})
+        await anyio.sleep(0)
+        assert runs.writes == []  # handing over a snapshot never writes on the step's account
+        await anyio.sleep(0.35)
+        with anyio.CancelScope(shield=True):
+            await writer.close()
+    first_at, first = runs.writes[0]
+    assert first_at - start <= 0.1 + 0.15
+    assert first == [{"position": 0, "status": "success"}, {"position": 1, "status": "running"}]
+    assert len(runs.writes) == 1  # nothing was pending afterwards, so nothing more was written
+
+
+async def test_close_writes_what_is_pending_at_once() -> None:
+    writer, runs = _writer(60)
+    async with anyio.create_task_group() as tg:
+        await tg.start(writer.run)
+        writer.put(0, {"status": "failed", "error": "boom"})
+        start = time.monotonic()
+        with anyio.fail_after(5), anyio.CancelScope(shield=True):
+            await writer.close()
+    assert time.monotonic() - start < 5
+    assert [rows for _, rows in runs.writes] == [[{"position": 0, "status": "failed", "error": "boom"}]]
+
+
+async def test_a_snapshot_put_while_the_writer_is_away_is_written_at_close() -> None:
+    writer, runs = _writer(0.05)
+    async with anyio.create_task_group() as tg:
+        await tg.start(writer.run)
+        writer.put(0, {"status": "running"})
+        await anyio.sleep(0.2)
+        writer.put(0, {"status": "success"})
+        with anyio.CancelScope(shield=True):
+            await writer.close()
+    assert [rows for _, rows in runs.writes] == [[{"position": 0, "status": "running"}],
+                                                 [{"position": 0, "status": "success"}]]
