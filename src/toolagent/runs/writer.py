@@ -5,8 +5,9 @@ Each step hands its latest snapshot to the writer and goes on; a background task
 steps costs a handful of commits instead of 200, and a record is at most that late. Handing over
 a snapshot does not wake the task: woken at once, it would run in the next turn of the event
 loop, which is where a step's admission lets concurrent writes join its batch, and the step
-would wait for it. `close()` (called in a shield when the run ends, whatever ended it) flushes
-what is left before the run's final record is written.
+would wait for it. The price is a wake per interval while the run lasts, idle or not: about
+10 µs each here, 0.2 ms of CPU a second per running run. `close()` (called in a shield when the
+run ends, whatever ended it) flushes what is left before the run's final record is written.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class StepWriter:
         self.flush_interval_s = flush_interval_s
         self.run_id = run_id
         self._pending: dict[int, dict[str, Any]] = {}
-        self._closing = anyio.Event()
+        self._stop = anyio.CancelScope()
         self._done = anyio.Event()
 
     def put(self, position: int, values: dict[str, Any]) -> None:
@@ -50,19 +51,21 @@ class StepWriter:
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The writer task: every `flush_interval_s`, write what is pending, until closed."""
-        task_status.started()
         try:
-            while not self._closing.is_set():
-                with anyio.move_on_after(self.flush_interval_s):
-                    await self._closing.wait()
-                if self._pending and not self._closing.is_set():
-                    with anyio.CancelScope(shield=True):
-                        await self._flush()
+            with self._stop:
+                task_status.started()
+                while True:
+                    # It wakes on every interval while its run lasts, idle or not: a bare sleep is
+                    # the cheapest wait to wake from.
+                    await anyio.sleep(self.flush_interval_s)
+                    if self._pending:
+                        with anyio.CancelScope(shield=True):
+                            await self._flush()
         finally:
             self._done.set()
 
     async def close(self) -> None:
         """Stop the task and write whatever is still pending. Call in a shield."""
-        self._closing.set()
+        self._stop.cancel()
         await self._done.wait()
         await self._flush()
