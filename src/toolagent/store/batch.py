@@ -8,8 +8,10 @@ next (run a tool) happens after its write is durable.
 
 When a batch closes:
 
-- a lone write commits at once (after one turn of the event loop, which lets the writes queued
-  in the same turn join it);
+- a lone write commits at once, after one turn of the event loop, which lets the writes queued
+  in the same turn join it; when the batcher's owner says no other write can come soon (`company`:
+  for the recorder, no other call under way in this process and no other task ready to run) it
+  commits without that turn;
 - when more writes are queued, the batch waits for more while they keep coming: it closes once
   `idle_s` passes with no write joining, once it holds `max_size`, or after `window_s` in all,
   whichever comes first. A group of writes queued together and followed by no others (the steps
@@ -159,13 +161,17 @@ class GroupCommit:
     """Batches `submit`ted writes into shared transactions; see the module docstring."""
 
     def __init__(self, db: Database, *, window_s: float = DEFAULT_WINDOW_S, max_size: int = DEFAULT_MAX_SIZE,
-                 seal: Seal | None = None, idle_s: float = IDLE_S) -> None:
+                 seal: Seal | None = None, idle_s: float = IDLE_S,
+                 company: Callable[[], bool] | None = None) -> None:
         """Args:
             db: The store.
             window_s: Longest wait for more writes once two are queued (0: never wait).
             max_size: Most writes per transaction.
             seal: Run once per batch after the writes, with their results (not their errors).
             idle_s: A waiting batch closes once no write has joined for this long.
+            company: Whether another write may be queued soon; when it answers False, a lone
+                write commits without first letting the event loop run the others' tasks
+                (None: always wait that one turn).
         """
         if max_size < 1:
             raise ValueError("max_size must be at least 1")
@@ -174,6 +180,7 @@ class GroupCommit:
         self.max_size = max_size
         self.seal = seal
         self.idle_s = idle_s
+        self.company = company
         self._queue: deque[_Write[Any]] = deque()
         self._leading = False
         self._full: anyio.Event | None = None
@@ -234,7 +241,8 @@ class GroupCommit:
         self._leading = True
         batch: list[_Write[Any]] = []
         try:
-            await anyio.lowlevel.checkpoint()
+            if self.company is None or self.company():
+                await anyio.lowlevel.checkpoint()
             if 1 < len(self._queue) < self.max_size and self.window_s > 0 and \
                     sum(w.awaited for w in self._queue) > 1:
                 await self._gather()

@@ -60,6 +60,13 @@ class RecordedSource(WrappedSource):
 
     async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
         """Admit, run and record one call."""
+        self.recorder.calls_under_way += 1
+        try:
+            return await self._admit_and_run(call, ctx)
+        finally:
+            self.recorder.calls_under_way -= 1
+
+    async def _admit_and_run(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
         draft = self.recorder.draft(call, ctx)
         try:
             # Once the running row commits, the call must get to close it: the admission's write

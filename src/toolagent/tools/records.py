@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._aio import others_ready
 from .._evolve import evolve
 from ..engine.audit import AuditEntry, AuditLog
 from ..engine.events import Event, EventBus
@@ -127,6 +128,11 @@ class Recorder:
     """Most writes per transaction (default: `TOOLAGENT_COMMIT_BATCH_MAX`)."""
     writes: GroupCommit = field(init=False, repr=False)
     """The group commit every write of this recorder goes through."""
+    calls_under_way: int = field(default=0, init=False)
+    """Calls between their draft and their outcome in this process (`RecordedSource` counts them).
+    A write made while no other call is under way and no other task is ready to run (one just
+    started may be about to make a call) has no company to wait for: it commits without first
+    letting the event loop take a turn."""
 
     def __post_init__(self) -> None:
         if self.window_s is None or self.batch_max is None:
@@ -136,7 +142,8 @@ class Recorder:
                 self.window_s = DEFAULT_WINDOW_S if ms is None else ms / 1000
             if self.batch_max is None:
                 self.batch_max = settings.commit_batch_max or DEFAULT_MAX_SIZE
-        self.writes = GroupCommit(self.db, window_s=self.window_s, max_size=self.batch_max, seal=self._seal)
+        self.writes = GroupCommit(self.db, window_s=self.window_s, max_size=self.batch_max, seal=self._seal,
+                                  company=lambda: self.calls_under_way > 1 or others_ready())
 
     def _seal(self, conn: Connection, written: list[_Written]) -> None:
         """The batch's shared part: new rows, outcomes' updates, then totals, then the audit rows

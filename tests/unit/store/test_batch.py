@@ -329,3 +329,17 @@ async def test_writes_of_one_batch_share_a_read_and_the_next_batch_reads_again(d
     assert sorted(results.values()) == [0, 0, 0, 3, 3, 3]  # the second batch saw the first's rows
     assert len(reads) == 4 and reads[-2:] == [-1, -1]
     assert outside == [7, 7]
+
+
+@pytest.mark.parametrize("company", [None, True, False])
+async def test_a_lone_write_waits_one_turn_for_company_unless_told_none_can_come(db_url: str, company: bool | None) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=3600, max_size=64,
+                              company=None if company is None else (lambda: company))
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(batcher.submit, insert, 2)  # ready to run when the first write is submitted
+                assert await batcher.submit(insert, 1) == 1
+        assert await rows(store) == [1, 2]
+    # Waiting a turn lets every ready task run and queue its write before the batch closes.
+    assert (batcher.stats.batches, batcher.stats.largest) == ((2, 1) if company is False else (1, 2))

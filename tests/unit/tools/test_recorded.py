@@ -89,3 +89,31 @@ async def test_outcomes_stored_in_one_batch_leave_a_row_closed_meanwhile_as_it_w
     assert sorted(a.execution_id for a in audit if a.event == "outcome") == sorted(stored[n].id for n in (0, 2))
     assert totals == {("success", 2), ("failed", 1)}
     assert verified.ok
+
+
+async def test_the_recorder_counts_the_calls_under_way_whatever_their_end(tmp_path: Path) -> None:
+    async with rig(tmp_path) as r:
+        release = anyio.Event()
+        seen: list[int] = []
+
+        async def held(arguments: dict) -> dict:
+            seen.append(r.runtime.recorder.calls_under_way)
+            await release.wait()
+            return {}
+
+        r.stub.add("file/read", held)
+        r.stub.add("file/write", _broken)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(r.call, "file/read")
+                while len(seen) < 3:
+                    await anyio.sleep(0.01)
+                under_way = r.runtime.recorder.calls_under_way
+                release.set()
+            broken = await r.call("file/write")
+            refused = await r.call("file/read", principal=dataclasses.replace(r.me, level="view_only"))
+        after = r.runtime.recorder.calls_under_way
+    assert under_way == 3 and seen[-1] == 3
+    assert broken.status is CallStatus.FAILED and refused.status is CallStatus.DENIED
+    assert after == 0  # a lone call then writes without waiting a turn of the event loop for company
