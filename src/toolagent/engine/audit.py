@@ -107,14 +107,17 @@ def _clean_text(value: str | None) -> str | None:
     # PostgreSQL text cannot hold NUL or lone surrogates; store what can be stored, the same on both.
     if value is None:
         return None
+    if value.isascii():  # no surrogate to replace: only NUL can need it
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
     return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
 
 
 def _stored_fields(entry: AuditEntry) -> dict[str, Any]:
     values: dict[str, Any] = {name: getattr(entry, name) for name in _ENTRY_FIELDS}
     for key in _TEXT_FIELDS:
-        if values[key] is not None:
-            values[key] = _clean_text(str(values[key]))
+        value = values[key]
+        if value is not None:
+            values[key] = _clean_text(value if type(value) is str else str(value))
     if values["reason"] is not None:
         values["reason"] = redact_text(values["reason"])
     values["arguments"] = None if entry.arguments is None else canonical_json(_jsonable(redact(entry.arguments)))

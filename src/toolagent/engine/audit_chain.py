@@ -99,21 +99,30 @@ def to_utc(value: datetime) -> datetime:
 
 def iso_utc(value: datetime | None) -> str | None:
     """`value` as an ISO string in UTC with microseconds (naive datetimes are taken as UTC)."""
-    return None if value is None else to_utc(value).isoformat(timespec="microseconds")
+    if value is None:
+        return None
+    # Every row written holds UTC times already: spelling them needs no conversion.
+    return (value if value.tzinfo is UTC else to_utc(value)).isoformat(timespec="microseconds")
+
+
+#: `json.dumps` with these options builds this encoder on every call; the spelling is the same.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
 
 
 def canonical_json(value: Any) -> str:
     """The one JSON spelling that is hashed: sorted keys, no spaces, ASCII only."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return _CANONICAL.encode(value)
 
 
 def row_hash(fields_: Mapping[str, Any], prev_hash: str, key: bytes | None = None) -> str:
     """The hash of one row from its stored fields (`arguments` as its canonical JSON text):
     SHA-256, or HMAC-SHA256 under `key` when given."""
-    payload = {k: v for k, v in fields_.items() if k not in ("hash", "prev_hash")}
+    payload = dict(fields_)
+    payload.pop("hash", None)
     for name in TIME_FIELDS:
-        if isinstance(payload.get(name), datetime):
-            payload[name] = iso_utc(payload[name])
+        value = payload.get(name)
+        if isinstance(value, datetime):
+            payload[name] = iso_utc(value)
     payload["prev_hash"] = prev_hash
     data = canonical_json(payload).encode("ascii")
     if key is not None:

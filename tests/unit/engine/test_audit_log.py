@@ -348,3 +348,27 @@ def test_check_records_reports_junk_instead_of_crashing(junk: object) -> None:
 def test_entry_rejects_unknown_values(bad: dict[str, str]) -> None:
     with pytest.raises(ValueError):
         AuditEntry(**bad)  # type: ignore[arg-type]
+
+
+def test_a_row_is_spelled_and_hashed_as_every_earlier_release_did() -> None:
+    # Chains written by earlier releases must still verify: the stored spelling of an entry and its
+    # hash are pinned here, for text that needs cleaning (NUL, a lone surrogate, non-ASCII), a
+    # secret, nested arguments with a tuple, and a start time in another zone.
+    from toolagent.engine.audit import _stored_fields
+
+    t0 = datetime(2026, 11, 24, 12, 0, 0, 123456, tzinfo=UTC)
+    stored = _stored_fields(entry(
+        principal="bób\x00x", api_key_id="k1", tool="fs/read", level="admin",
+        reason="token sk-live-abcdefghijklmnopqrstuvwx here \ud800", run_id="r1", execution_id="e1",
+        arguments={"b": [1, 2.5, None, True], "a": {"z": "é", "token": "abc"}, "t": (1, 2)},
+        started_at=t0.astimezone(timezone(timedelta(hours=2)))))
+    assert stored == {
+        "principal": "bób\ufffdx", "api_key_id": "k1", "tool": "fs/read", "risk": "safe", "level": "admin",
+        "decision": "allow", "reason": f"token {REDACTED} here ?",
+        "arguments": '{"a":{"token":"[REDACTED]","z":"\\u00e9"},"b":[1,2.5,null,true],"t":[1,2]}',
+        "outcome": None, "started_at": t0, "ended_at": None, "duration_ms": None, "run_id": "r1",
+        "execution_id": "e1", "event": "decision",
+    }
+    row = {"seq": 7, "recorded_at": datetime(2026, 11, 24, 12, 0, 1), **stored}
+    assert row_hash(row, "a" * 64) == "caf54ecfce4baebc4f8e7f714520591d1a56671ffae4ae64c7c5035c90a2825c"
+    assert row_hash(row, "a" * 64, key=b"k" * 32) == "52b9b68f36b4a49ef930e7550f5906d48ec055d7350efcb5288081cb53e1780c"
