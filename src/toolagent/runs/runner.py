@@ -166,8 +166,8 @@ class BuildRunner:
             **dict(metadata or {}), "run_id": run_id, "user": user, "organization": plan.organization_slug,
             "agent": plan.agent_slug, "agent_version": plan.agent_version, "started_at": started.isoformat(),
         }
-        ctx = _Run(plan, run_id, dict(payload or {}), meta, steps, _emitter(on_event),
-                   StepWriter(self.store, run_id, max_result_bytes=self.bounds.max_result_bytes), started, time.perf_counter())
+        writer = StepWriter(self.store, run_id, snapshot=_step_values, max_result_bytes=self.bounds.max_result_bytes)
+        ctx = _Run(plan, run_id, dict(payload or {}), meta, steps, _emitter(on_event), writer, started, time.perf_counter())
         if not claimed:
             await self.store.runs.create_run(
                 id=run_id, organization_slug=plan.organization_slug, agent_slug=plan.agent_slug,
@@ -268,7 +268,7 @@ class BuildRunner:
             if first_failure and s.status in (CANCELLED, PENDING):
                 s.status = CANCELLED
                 s.error = f"cancelled: step '{first_failure[0]}' failed and stopOnError is set"
-                ctx.writer.put(s.position, _step_values(s))
+                ctx.writer.put(s.position, s)
 
     async def _step(
         self, ctx: _Run, params_template: Any, state: StepState, context: dict[str, Any],
@@ -277,7 +277,7 @@ class BuildRunner:
         state.status = RUNNING
         state.started_at = utcnow()
         t0 = time.perf_counter()
-        ctx.writer.put(state.position, _step_values(state))
+        ctx.writer.put(state.position, state)
         await ctx.emit(RunEvent("step_started", ctx.run_id, state))
         try:
             # Bare references render at the cost of a copy, here; anything else (filters, calls,
@@ -319,7 +319,7 @@ class BuildRunner:
                 await settle()
             except ToolAgentError as exc:
                 state.status, state.error = FAILED, f"its execution record could not be stored: {exc.message}"
-                ctx.writer.put(state.position, _step_values(state))
+                ctx.writer.put(state.position, state)
 
     def _timeout_ms(self, spec: ToolSpec) -> int | None:
         if spec.timeout_s is not None or self.default_timeout_s is None:
@@ -330,7 +330,7 @@ class BuildRunner:
     def _close(ctx: _Run, state: StepState, t0: float) -> None:
         state.ended_at = utcnow()
         state.duration_ms = (time.perf_counter() - t0) * 1000
-        ctx.writer.put(state.position, _step_values(state))
+        ctx.writer.put(state.position, state)
 
 
 @dataclass

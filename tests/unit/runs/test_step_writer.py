@@ -76,3 +76,25 @@ async def test_a_snapshot_after_a_write_waits_for_the_next_one_or_for_close() ->
             await writer.close()
     assert [rows for _, rows in runs.writes] == [[{"position": 0, "status": "running"}],
                                                  [{"position": 0, "status": "success"}]]
+
+
+async def test_a_step_is_snapshotted_when_written_once_however_often_it_was_handed_over() -> None:
+    runs = _Runs()
+    taken: list[str] = []
+
+    def snapshot(step: dict[str, Any]) -> dict[str, Any]:
+        taken.append(step["status"])
+        return dict(step)
+
+    writer = StepWriter(SimpleNamespace(runs=runs), "run_1", snapshot=snapshot, flush_interval_s=60)  # type: ignore[arg-type]
+    step = {"status": "running"}
+    async with anyio.create_task_group() as tg:
+        await tg.start(writer.run)
+        writer.put(0, step)
+        step["status"] = "success"  # changed after it was handed over, as a step's state is
+        writer.put(0, step)
+        assert taken == []  # nothing was spent on the step's own time
+        with anyio.CancelScope(shield=True):
+            await writer.close()
+    assert taken == ["success"]
+    assert [rows for _, rows in runs.writes] == [[{"position": 0, "status": "success"}]]
