@@ -3,11 +3,11 @@
 Each step hands itself to the writer and goes on; a background task wakes every
 `FLUSH_INTERVAL_S` and commits every pending step in one transaction, so a run of 100 quick
 steps costs a handful of commits instead of 200, and a record is at most that late. A step's
-values (its bounded result among them) are taken when it is written, not when it is handed over:
-a step that changes again before the write costs one snapshot, and none on its own time.
-Handing a step over does not wake the task: woken at once, it would run in the next turn of the event
-loop, which is where a step's admission lets concurrent writes join its batch, and the step
-would wait for it. The price is a wake per interval while the run lasts, idle or not: about
+values (its bounded result among them) are taken when it is written, not when it is handed
+over: a step that changes again before the write costs one snapshot, and none on its own time.
+Handing a step over does not wake the task: woken at once, it would run in the next turn of the
+event loop, which is where a step's admission lets concurrent writes join its batch, and the
+step would wait for it. The price is a wake per interval while the run lasts, idle or not: about
 10 µs each here, 0.2 ms of CPU a second per running run. `close()` (called in a shield when the
 run ends, whatever ended it) flushes what is left before the run's final record is written.
 """
