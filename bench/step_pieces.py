@@ -137,6 +137,7 @@ async def main(runs: int, only: set[str] | None) -> None:
                 print(f"{piece.name:<20} {with_:8.1f} us {without:8.1f} us {cost:+7.1f} us "
                       f"{cost / with_:+6.1%}   {piece.what}")
 
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=4000, help="runs per piece, half without it (default 4000)")
