@@ -62,30 +62,27 @@ class RecordedSource(WrappedSource):
         """Admit, run and record one call."""
         self.recorder.calls_under_way += 1
         try:
-            return await self._admit_and_run(call, ctx)
+            draft = self.recorder.draft(call, ctx)
+            try:
+                # Once the running row commits, the call must get to close it: the admission's
+                # write is shielded (`GroupCommit.settle`) and nothing after it checks for
+                # cancellation before `_run`, which records a cancellation of the caller meanwhile.
+                admitted = await self.recorder.admit(draft, call.admission)
+            except (RateLimited, BudgetExceeded) as exc:
+                code = DENIAL_RATE_LIMITED if isinstance(exc, RateLimited) else DENIAL_BUDGET
+                record = await self.recorder.deny(draft, code, exc.message)
+                return denied_outcome(call, record, exc, code, exc.message)
+            if isinstance(admitted, Decision):
+                return await refuse(self.recorder, call, draft, admitted)
+            if admitted.status != ExecutionStatus.RUNNING:  # its run was cancelled: never started
+                return CallOutcome(CallStatus.CANCELLED, call.name, admitted.id, reason=admitted.reason,
+                                   error=admitted.reason, ended_at=admitted.ended_at, record=admitted)
+            if ctx.on_admitted is not None:
+                ctx.on_admitted(admitted)
+            with log_context(execution_id=admitted.id, tool=admitted.tool, user=admitted.user, run_id=admitted.run_id):
+                return await self._run(call, ctx, admitted)
         finally:
             self.recorder.calls_under_way -= 1
-
-    async def _admit_and_run(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
-        draft = self.recorder.draft(call, ctx)
-        try:
-            # Once the running row commits, the call must get to close it: the admission's write
-            # is shielded (`GroupCommit.settle`) and nothing after it checks for cancellation
-            # before `_run`, which records a cancellation of the caller meanwhile.
-            admitted = await self.recorder.admit(draft, call.admission)
-        except (RateLimited, BudgetExceeded) as exc:
-            code = DENIAL_RATE_LIMITED if isinstance(exc, RateLimited) else DENIAL_BUDGET
-            record = await self.recorder.deny(draft, code, exc.message)
-            return denied_outcome(call, record, exc, code, exc.message)
-        if isinstance(admitted, Decision):
-            return await refuse(self.recorder, call, draft, admitted)
-        if admitted.status != ExecutionStatus.RUNNING:  # its run was cancelled: never started
-            return CallOutcome(CallStatus.CANCELLED, call.name, admitted.id, reason=admitted.reason,
-                               error=admitted.reason, ended_at=admitted.ended_at, record=admitted)
-        if ctx.on_admitted is not None:
-            ctx.on_admitted(admitted)
-        with log_context(execution_id=admitted.id, tool=admitted.tool, user=admitted.user, run_id=admitted.run_id):
-            return await self._run(call, ctx, admitted)
 
     async def _run(self, call: ToolCall, ctx: CallContext, execution: Execution) -> CallOutcome:
         started = time.perf_counter()
