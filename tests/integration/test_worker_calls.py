@@ -139,6 +139,13 @@ async def test_cancel_a_queued_call_and_a_running_one(fleet: Fleet) -> None:
 
             await until(server_told, 20)  # the MCP server got notifications/cancelled
             assert fleet.calls("noop") == []  # the queued call never started
+
+            async def job_ended() -> bool:
+                # The worker writes the record's end before the queue marks its job finished.
+                jobs = {j.args["execution_id"]: j.status for j in await store.queue.jobs(queue="tools")}
+                return jobs[running] != "doing"
+
+            await until(job_ended, 20)
             jobs = {j.args["execution_id"]: j.status for j in await store.queue.jobs(queue="tools")}
             assert jobs[running] in ("aborted", "succeeded")
 
