@@ -1,9 +1,15 @@
 """The execution engine's tables: principals, API keys, executions, limit counters, run cancellations.
 
-`executions` is both the live table (rows in status `running`) and the history. Its indexes all
-end in `(started_at, id)`, the order history pages are read in (newest first), so a page with
-any one filter — or the caller's own rows with one more filter — is an index range read that
-stops after `offset + limit` rows instead of a sort over every match.
+`executions` is both the live table (rows in status `queued` or `running`) and the history. Its
+history indexes end in `(started_at, id)`, the order history pages are read in (newest first),
+so a page with any one filter — or the caller's own rows with one more filter — is an index
+range read that stops after `offset + limit` rows instead of a sort over every match. They hold
+ended executions only (`ENDED`): a call's admission writes its row into three indexes (the key,
+`ix_executions_status` and `ix_executions_run`) instead of ten, and its final write adds it to
+the history indexes once, instead of moving it in them. Executions in flight are few and are read
+through `ix_executions_status`; a history read states `ENDED` or `LIVE` (the same SQL text: a
+partial index serves a query that states its condition) and merges the two parts
+(`store/history.py`).
 
 `execution_totals` keeps, per (tool, user, final status, denial code — empty when not denied),
 the executions that ended, how many of them have a duration, the durations' sum and the latest
@@ -52,6 +58,20 @@ api_keys = sa.Table(
     sa.Index("ix_api_keys_user", "user_name"),
 )
 
+#: Statuses of executions not ended yet.
+LIVE_STATUSES = ("queued", "running")
+#: The condition of the partial history indexes, and its complement. Literal SQL, not bound
+#: parameters: neither database can match a partial index's condition against a parameter.
+ENDED = sa.text("status NOT IN ('queued', 'running')")
+LIVE = sa.text("status IN ('queued', 'running')")
+#: The condition of `ix_executions_tool_duration`: executions that ran and ended.
+TIMED = sa.text("duration_ms IS NOT NULL")
+
+
+def _history_index(name: str, *columns: str) -> sa.Index:
+    return sa.Index(name, *columns, sqlite_where=ENDED, postgresql_where=ENDED)
+
+
 executions = sa.Table(
     "executions", metadata,
     sa.Column("id", sa.String(64), primary_key=True),
@@ -80,16 +100,16 @@ executions = sa.Table(
     sa.Column("owner_boot", sa.String(64)),
     sa.Column("cancel_requested_by", sa.String(200)),
     sa.Column("cancel_requested_at", TS),
-    sa.Index("ix_executions_user_started", "user_name", "started_at", "id"),
-    sa.Index("ix_executions_user_tool", "user_name", "tool", "started_at", "id"),
-    sa.Index("ix_executions_user_category", "user_name", "category", "started_at", "id"),
-    sa.Index("ix_executions_user_status", "user_name", "status", "started_at", "id"),
-    sa.Index("ix_executions_started", "started_at", "id"),
-    sa.Index("ix_executions_tool", "tool", "started_at", "id"),
-    sa.Index("ix_executions_category", "category", "started_at", "id"),
+    _history_index("ix_executions_user_started", "user_name", "started_at", "id"),
+    _history_index("ix_executions_user_tool", "user_name", "tool", "started_at", "id"),
+    _history_index("ix_executions_user_category", "user_name", "category", "started_at", "id"),
+    _history_index("ix_executions_user_status", "user_name", "status", "started_at", "id"),
+    _history_index("ix_executions_started", "started_at", "id"),
+    _history_index("ix_executions_tool", "tool", "started_at", "id"),
+    _history_index("ix_executions_category", "category", "started_at", "id"),
     sa.Index("ix_executions_status", "status", "started_at", "id"),
     sa.Index("ix_executions_run", "run_id"),
-    sa.Index("ix_executions_tool_duration", "tool", "duration_ms"),
+    sa.Index("ix_executions_tool_duration", "tool", "duration_ms", sqlite_where=TIMED, postgresql_where=TIMED),
 )
 
 execution_totals = sa.Table(

@@ -1,7 +1,10 @@
 """Execution history reads: pages newest first, and statistics over everything a filter matches.
 
-Pages are read in `(started_at, id)` order, descending, which every index of `executions` ends
-with, so a page costs an index range read of `offset + limit` entries whatever the table's size.
+Pages are read in `(started_at, id)` order, descending, which every history index of
+`executions` ends with, so a page costs an index range read of `offset + limit` entries whatever
+the table's size. Those indexes hold ended executions only (`store/engine_tables.py`): a read
+that may match executions in flight reads the ended ones and the live ones (few, through the
+status index) in two parts and merges them.
 """
 
 from __future__ import annotations
@@ -38,6 +41,16 @@ class Stats:
     """Refused by the gate (counted in `failed` too)."""
     average_ms: float = 0.0
     """Average duration of the executions that ran and ended."""
+    timed: int = 0
+    """How many executions `average_ms` is over."""
+
+    def __add__(self, other: Stats) -> Stats:
+        """The statistics of two disjoint sets of executions together."""
+        timed = self.timed + other.timed
+        average = (self.average_ms * self.timed + other.average_ms * other.timed) / timed if timed else 0.0
+        return Stats(self.total + other.total, self.success + other.success, self.failed + other.failed,
+                     self.cancelled + other.cancelled, self.running + other.running, self.denied + other.denied,
+                     average, timed)
 
     def to_json(self) -> dict[str, Any]:
         """API form (`averageExecutionTime` in milliseconds)."""
@@ -81,6 +94,18 @@ class ExecutionFilter:
             where.append(_T.c.started_at < self.until)
         return where
 
+    def parts(self) -> list[list[Any]]:
+        """The WHERE conditions of each part a read over `executions` takes, so that each part has
+        an index: one part when the filter names a run (its own index) or a status (the status
+        index for a live one; the history indexes, which need `ENDED` stated, for an ended one),
+        else the ended executions and the live ones."""
+        where = self.conditions()
+        if self.run_id is not None or self.status in et.LIVE_STATUSES:
+            return [where]
+        if self.status is not None:
+            return [[*where, et.ENDED]]
+        return [[*where, et.ENDED], [*where, et.LIVE]]
+
 
 def _count(status: str) -> Any:
     return sa.func.sum(sa.case((_T.c.status == status, 1), else_=0))
@@ -91,6 +116,7 @@ STATS_COLUMNS = (
     sa.func.count().label("total"), _count(ExecutionStatus.SUCCESS).label("success"), _count(ExecutionStatus.FAILED).label("failed"),
     _count(ExecutionStatus.CANCELLED).label("cancelled"), _count(ExecutionStatus.RUNNING).label("running"),
     sa.func.sum(sa.case((_T.c.denied, 1), else_=0)).label("denied"), sa.func.avg(_T.c.duration_ms).label("average_ms"),
+    sa.func.count(_T.c.duration_ms).label("timed"),
 )
 
 
@@ -99,7 +125,7 @@ def stats_from_row(row: Any) -> Stats:
     if row is None:
         return Stats()
     return Stats(int(row.total or 0), int(row.success or 0), int(row.failed or 0), int(row.cancelled or 0),
-                 int(row.running or 0), int(row.denied or 0), float(row.average_ms or 0.0))
+                 int(row.running or 0), int(row.denied or 0), float(row.average_ms or 0.0), int(row.timed or 0))
 
 
 class ExecutionHistory:
@@ -110,8 +136,17 @@ class ExecutionHistory:
 
     async def page(self, where: ExecutionFilter, *, limit: int, offset: int) -> list[Execution]:
         """One page of the matching executions, newest first."""
-        stmt = (sa.select(_T).where(*where.conditions())
-                .order_by(_T.c.started_at.desc(), _T.c.id.desc()).limit(limit).offset(offset))
+        newest_first = (_T.c.started_at.desc(), _T.c.id.desc())
+        parts = where.parts()
+        if len(parts) == 1:
+            stmt = sa.select(_T).where(*parts[0]).order_by(*newest_first).limit(limit).offset(offset)
+        else:
+            # Each part's first `offset + limit` rows hold the page's rows. The parts are merged by
+            # their keys alone (read from the indexes), and only the page's rows are fetched.
+            keys = sa.union_all(*(sa.select(sa.select(_T.c.started_at, _T.c.id).where(*part).order_by(*newest_first)
+                                             .limit(offset + limit).subquery()) for part in parts)).subquery()
+            page = sa.select(keys.c.id).order_by(keys.c.started_at.desc(), keys.c.id.desc()).limit(limit).offset(offset)
+            stmt = sa.select(_T).where(_T.c.id.in_(page.scalar_subquery())).order_by(*newest_first)
         async with self.db.begin() as conn:
             return [Execution.from_row(r) for r in await conn.execute(stmt)]
 
@@ -127,9 +162,10 @@ class ExecutionHistory:
 
     async def stats_by_scan(self, where: ExecutionFilter) -> Stats:
         """`stats` computed from the rows themselves, whatever the filter."""
-        stmt = sa.select(*STATS_COLUMNS).select_from(_T).where(*where.conditions())
         async with self.db.begin() as conn:
-            return stats_from_row((await conn.execute(stmt)).first())
+            parts = [stats_from_row((await conn.execute(sa.select(*STATS_COLUMNS).select_from(_T).where(*part))).first())
+                     for part in where.parts()]
+        return sum(parts[1:], parts[0])
 
     async def _stats_from_totals(self, where: ExecutionFilter) -> Stats:
         tot = et.execution_totals
@@ -167,7 +203,7 @@ class ExecutionHistory:
             else:
                 denied += int(r.calls)
         return Stats(sum(by_status.values()) + running, by_status.get(ExecutionStatus.SUCCESS, 0), by_status.get(ExecutionStatus.FAILED, 0),
-                     by_status.get(ExecutionStatus.CANCELLED, 0), running, denied, dsum / timed if timed else 0.0)
+                     by_status.get(ExecutionStatus.CANCELLED, 0), running, denied, dsum / timed if timed else 0.0, timed)
 
 
 __all__ = ["STATS_COLUMNS", "ExecutionFilter", "ExecutionHistory", "Stats", "stats_from_row"]

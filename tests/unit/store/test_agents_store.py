@@ -58,7 +58,7 @@ async def test_missing_agent_is_not_found_with_hint(db_url: str) -> None:
 async def test_migrations_are_versioned_and_reapplied_never(db_url: str) -> None:
     async with open_store(db_url) as store:
         head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-        assert await store.db.schema_version() == revision_number(head) == 10
+        assert await store.db.schema_version() == revision_number(head) == 11
         await seed_files(store, [SEED])
         assert await store.db.migrate() == []
     async with open_store(db_url) as store:

@@ -85,7 +85,7 @@ async def test_runs_of_a_store_made_before_the_owner_columns_survive_the_migrati
             await conn.execute(sa.text(
                 "INSERT INTO runs (id, agent_slug, status, execution_mode, stop_on_error, started_at) "
                 "VALUES ('run_old', 'a', 'running', 'sequential', true, :at)"), {"at": STARTED})
-        assert await db.migrate() == [5, 6, 7, 8, 9, 10]
+        assert await db.migrate() == [5, 6, 7, 8, 9, 10, 11]
     finally:
         await db.dispose()
     async with open_store(db_url) as store:

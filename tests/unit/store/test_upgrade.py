@@ -43,6 +43,36 @@ def _row_counts(conn: sa.Connection) -> dict[str, int]:
             for name, table in metadata.tables.items() if name in present}
 
 
+def _index_conditions(conn: sa.Connection) -> dict[str, str | None]:
+    """Each index of `executions` (its key's own aside) and its condition, None for a whole index;
+    `compare_metadata` does not compare conditions."""
+    if conn.dialect.name == "sqlite":
+        rows = conn.exec_driver_sql("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+                                    "AND tbl_name = 'executions' AND sql IS NOT NULL").all()
+    else:
+        rows = [r for r in conn.exec_driver_sql("SELECT indexname, indexdef FROM pg_indexes "
+                                                "WHERE tablename = 'executions'").all() if r[0] != "executions_pkey"]
+    return {name: sql.split(" WHERE ", 1)[1].strip().strip("()") if " WHERE " in sql else None for name, sql in rows}
+
+
+#: `executions`' indexes and the gist of each one's condition (revision 11: history indexes of
+#: ended executions only).
+INDEX_CONDITIONS = {
+    **{name: "queued" for name in ("ix_executions_user_started", "ix_executions_user_tool", "ix_executions_user_category",
+                                   "ix_executions_user_status", "ix_executions_started", "ix_executions_tool",
+                                   "ix_executions_category")},
+    "ix_executions_tool_duration": "duration_ms IS NOT NULL", "ix_executions_status": None, "ix_executions_run": None,
+}
+
+
+async def _check_index_conditions(db: Database) -> None:
+    async with db.begin() as conn:
+        conditions = await conn.run_sync(_index_conditions)
+    assert set(conditions) == set(INDEX_CONDITIONS)
+    for name, gist in INDEX_CONDITIONS.items():
+        assert (conditions[name] is None) if gist is None else (gist in (conditions[name] or "")), (name, conditions[name])
+
+
 async def _inspect(db: Database) -> tuple[list[Any], dict[str, int], bool]:
     async with db.begin() as conn:
         drift = await conn.run_sync(_schema_drift)
@@ -54,11 +84,12 @@ async def _inspect(db: Database) -> tuple[list[Any], dict[str, int], bool]:
 async def test_a_fresh_store_ends_in_the_declared_shape(db_url: str) -> None:
     db = Database(db_url)
     try:
-        assert await db.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        assert await db.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
         drift, counts, has_legacy = await _inspect(db)
         assert drift == []
+        await _check_index_conditions(db)
         assert set(counts.values()) == {0} and not has_legacy
-        assert await db.schema_version() == 10
+        assert await db.schema_version() == 11
         assert await db.migrate() == []
     finally:
         await db.dispose()
@@ -71,14 +102,15 @@ async def _check_upgraded(url: str) -> None:
         _, before, _ = await _inspect(db)
         assert 0 not in before.values(), before
         assert not set(NEWER_TABLES) & set(before)
-        assert await db.migrate() == [6, 7, 8, 9, 10]  # stamped at version 5: the revisions after it only
+        assert await db.migrate() == [6, 7, 8, 9, 10, 11]  # stamped at version 5: the revisions after it only
         drift, after, has_legacy = await _inspect(db)
         assert drift == []
+        await _check_index_conditions(db)
         # Every row kept; the organization of the stored agents now exists, with no members (only
         # global admins change its agents until an operator grants roles).
         assert after == {**before, "organizations": 1, "org_members": 0, "queued_inputs": 0, "principal_epoch": 0}
         assert has_legacy  # left in place for the release before, which still reads it
-        assert await db.schema_version() == 10
+        assert await db.schema_version() == 11
     finally:
         await db.dispose()
     async with open_store(url) as store:

@@ -1,0 +1,50 @@
+"""partial_history_indexes: the history indexes of `executions` hold ended executions only
+
+Revision ID: 0011
+Revises: 0010
+
+A call's admission wrote its `running` row into all ten indexes of `executions`, and its final
+write moved it in three of them. Now the seven history indexes and `ix_executions_tool_duration`
+hold only the rows they serve (ended executions; executions with a duration): the admission
+writes three index entries, and the final write adds the row to the history indexes once.
+Executions in flight are read through `ix_executions_status`, which stays whole
+(`store/engine_tables.py`, `store/history.py`).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0011"
+down_revision = "0010"
+branch_labels = None
+depends_on = None
+
+# Written out rather than imported: a migration keeps the schema of its own time.
+_ENDED = sa.text("status NOT IN ('queued', 'running')")
+_TIMED = sa.text("duration_ms IS NOT NULL")
+_HISTORY = {
+    "ix_executions_user_started": ("user_name", "started_at", "id"),
+    "ix_executions_user_tool": ("user_name", "tool", "started_at", "id"),
+    "ix_executions_user_category": ("user_name", "category", "started_at", "id"),
+    "ix_executions_user_status": ("user_name", "status", "started_at", "id"),
+    "ix_executions_started": ("started_at", "id"),
+    "ix_executions_tool": ("tool", "started_at", "id"),
+    "ix_executions_category": ("category", "started_at", "id"),
+}
+
+
+def upgrade() -> None:
+    for name, columns in _HISTORY.items():
+        op.drop_index(name, table_name="executions")
+        op.create_index(name, "executions", list(columns), sqlite_where=_ENDED, postgresql_where=_ENDED)
+    op.drop_index("ix_executions_tool_duration", table_name="executions")
+    op.create_index("ix_executions_tool_duration", "executions", ["tool", "duration_ms"],
+                    sqlite_where=_TIMED, postgresql_where=_TIMED)
+
+
+def downgrade() -> None:
+    for name, columns in {**_HISTORY, "ix_executions_tool_duration": ("tool", "duration_ms")}.items():
+        op.drop_index(name, table_name="executions")
+        op.create_index(name, "executions", list(columns))
