@@ -1,15 +1,15 @@
 """The execution engine's tables: principals, API keys, executions, limit counters, run cancellations.
 
 `executions` is both the live table (rows in status `queued` or `running`) and the history. Its
-history indexes end in `(started_at, id)`, the order history pages are read in (newest first),
-so a page with any one filter — or the caller's own rows with one more filter — is an index
-range read that stops after `offset + limit` rows instead of a sort over every match. They hold
-ended executions only (`ENDED`): a call's admission writes its row into three indexes (the key,
-`ix_executions_status` and `ix_executions_run`) instead of ten, and its final write adds it to
-the history indexes once, instead of moving it in them. Executions in flight are few and are read
-through `ix_executions_status`; a history read states `ENDED` or `LIVE` (the same SQL text: a
-partial index serves a query that states its condition) and merges the two parts
-(`store/history.py`).
+history indexes hold `(started_at, id)` right after their filter's columns, the order history
+pages are read in (newest first), so a page with any one filter — or the caller's own rows with
+one more filter — is an index range read that stops after `offset + limit` rows instead of a sort
+over every match. They hold ended executions only (`ENDED`): a call's admission writes its row
+into three indexes (the key, `ix_executions_status` and `ix_executions_run`) instead of ten, and
+its final write adds it to the history indexes once, instead of moving it in them. Executions in
+flight are few and are read through `ix_executions_status`; a history read states `ENDED` or
+`LIVE` (the same SQL text: a partial index serves a query that states its condition) and merges
+the two parts (`store/history.py`).
 
 `execution_totals` keeps, per (tool, user, final status, denial code — empty when not denied),
 the executions that ended, how many of them have a duration, the durations' sum and the latest
@@ -69,7 +69,10 @@ TIMED = sa.text("duration_ms IS NOT NULL")
 
 
 def _history_index(name: str, *columns: str) -> sa.Index:
-    return sa.Index(name, *columns, sqlite_where=ENDED, postgresql_where=ENDED)
+    """An index of ended executions over `columns`, then `status` unless among them: a read states
+    `ENDED`, and SQLite checks a condition its partial index implies on each entry all the same,
+    from the entry itself when it holds the column (merging a page's parts then reads no rows)."""
+    return sa.Index(name, *columns, *(() if "status" in columns else ("status",)), sqlite_where=ENDED, postgresql_where=ENDED)
 
 
 executions = sa.Table(

@@ -1,7 +1,7 @@
 """Execution history reads: pages newest first, and statistics over everything a filter matches.
 
 Pages are read in `(started_at, id)` order, descending, which every history index of
-`executions` ends with, so a page costs an index range read of `offset + limit` entries whatever
+`executions` holds right after its filter's columns, so a page costs an index range read of `offset + limit` entries whatever
 the table's size. Those indexes hold ended executions only (`store/engine_tables.py`): a read
 that may match executions in flight reads the ended ones and the live ones (few, through the
 status index) in two parts and merges them.

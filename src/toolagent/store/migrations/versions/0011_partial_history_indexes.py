@@ -24,6 +24,8 @@ depends_on = None
 # Written out rather than imported: a migration keeps the schema of its own time.
 _ENDED = sa.text("status NOT IN ('queued', 'running')")
 _TIMED = sa.text("duration_ms IS NOT NULL")
+#: Each history index's columns before this revision; it adds `status` at the end where missing
+#: (SQLite then checks a read's `_ENDED` on the index entry, not on the row).
 _HISTORY = {
     "ix_executions_user_started": ("user_name", "started_at", "id"),
     "ix_executions_user_tool": ("user_name", "tool", "started_at", "id"),
@@ -38,7 +40,8 @@ _HISTORY = {
 def upgrade() -> None:
     for name, columns in _HISTORY.items():
         op.drop_index(name, table_name="executions")
-        op.create_index(name, "executions", list(columns), sqlite_where=_ENDED, postgresql_where=_ENDED)
+        op.create_index(name, "executions", [*columns, *(() if "status" in columns else ("status",))],
+                        sqlite_where=_ENDED, postgresql_where=_ENDED)
     op.drop_index("ix_executions_tool_duration", table_name="executions")
     op.create_index("ix_executions_tool_duration", "executions", ["tool", "duration_ms"],
                     sqlite_where=_TIMED, postgresql_where=_TIMED)
