@@ -5,8 +5,9 @@ history indexes hold `(started_at, id)` right after their filter's columns, the 
 pages are read in (newest first), so a page with any one filter — or the caller's own rows with
 one more filter — is an index range read that stops after `offset + limit` rows instead of a sort
 over every match. They hold ended executions only (`ENDED`): a call's admission writes its row
-into three indexes (the key, `ix_executions_status` and `ix_executions_run`) instead of ten, and
-its final write adds it to the history indexes once, instead of moving it in them. Executions in
+into the key's index and `ix_executions_status` (and `ix_executions_run`, which holds BUILD steps
+only) instead of ten, and its final write adds it to the history indexes once, instead of moving
+it in them. Executions in
 flight are few and are read through `ix_executions_status`; a history read states `ENDED` or
 `LIVE` (the same SQL text: a partial index serves a query that states its condition) and merges
 the two parts (`store/history.py`).
@@ -66,6 +67,9 @@ ENDED = sa.text("status NOT IN ('queued', 'running')")
 LIVE = sa.text("status IN ('queued', 'running')")
 #: The condition of `ix_executions_tool_duration`: executions that ran and ended.
 TIMED = sa.text("duration_ms IS NOT NULL")
+#: The condition of `ix_executions_run`: BUILD steps (every read by run compares `run_id`, which
+#: both databases take to imply it).
+IN_A_RUN = sa.text("run_id IS NOT NULL")
 
 
 def _history_index(name: str, *columns: str) -> sa.Index:
@@ -111,7 +115,7 @@ executions = sa.Table(
     _history_index("ix_executions_tool", "tool", "started_at", "id"),
     _history_index("ix_executions_category", "category", "started_at", "id"),
     sa.Index("ix_executions_status", "status", "started_at", "id"),
-    sa.Index("ix_executions_run", "run_id"),
+    sa.Index("ix_executions_run", "run_id", sqlite_where=IN_A_RUN, postgresql_where=IN_A_RUN),
     sa.Index("ix_executions_tool_duration", "tool", "duration_ms", sqlite_where=TIMED, postgresql_where=TIMED),
 )
 

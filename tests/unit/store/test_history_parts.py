@@ -39,6 +39,7 @@ def rows(n: int = 120, seed: int = 11) -> list[Execution]:
             id=f"exec_{i:04d}", tool=tool, category=TOOLS[tool], risk="safe", status=status, user=rnd.choice(USERS),
             started_at=started, ended_at=None if live else started + timedelta(seconds=1),
             duration_ms=None if live else float(rnd.randrange(1, 500)), timeout_ms=30000,
+            run_id=rnd.choice((None, None, "run_a", "run_b")),
         ))
     return out
 
@@ -61,6 +62,7 @@ def matching(where: ExecutionFilter) -> list[Execution]:
         return ((where.user is None or e.user == where.user) and (where.tool is None or e.tool == where.tool)
                 and (where.category is None or e.category == where.category)
                 and (where.status is None or e.status == where.status)
+                and (where.run_id is None or e.run_id == where.run_id)
                 and (where.categories is None or e.category in where.categories)
                 and (where.since is None or e.started_at >= where.since)
                 and (where.until is None or e.started_at < where.until))
@@ -81,6 +83,7 @@ FILTERS = [
     ExecutionFilter(user="ann", categories=frozenset({"file"})),
     ExecutionFilter(since=T0 + timedelta(minutes=10), until=T0 + timedelta(minutes=40)),
     ExecutionFilter(user="bob", since=T0 + timedelta(minutes=20)),
+    ExecutionFilter(run_id="run_a"), ExecutionFilter(run_id="run_b", user="cid"),
 ]
 
 
@@ -139,3 +142,5 @@ async def test_every_part_of_a_read_uses_an_index(store: Store, where: Execution
         assert "INDEX" in plan.upper(), plan
         if et.ENDED in part and where.status is None and where.run_id is None:
             assert any(name in plan for name in HISTORY_INDEXES), plan
+        if where.run_id is not None:  # its partial index: comparing `run_id` implies `IS NOT NULL`
+            assert "ix_executions_run" in plan, plan

@@ -61,7 +61,7 @@ INDEX_CONDITIONS = {
     **{name: "queued" for name in ("ix_executions_user_started", "ix_executions_user_tool", "ix_executions_user_category",
                                    "ix_executions_user_status", "ix_executions_started", "ix_executions_tool",
                                    "ix_executions_category")},
-    "ix_executions_tool_duration": "duration_ms IS NOT NULL", "ix_executions_status": None, "ix_executions_run": None,
+    "ix_executions_tool_duration": "duration_ms IS NOT NULL", "ix_executions_status": None, "ix_executions_run": "run_id IS NOT NULL",
 }
 
 

@@ -4,9 +4,10 @@ Revision ID: 0011
 Revises: 0010
 
 A call's admission wrote its `running` row into all ten indexes of `executions`, and its final
-write moved it in three of them. Now the seven history indexes and `ix_executions_tool_duration`
-hold only the rows they serve (ended executions; executions with a duration): the admission
-writes three index entries, and the final write adds the row to the history indexes once.
+write moved it in three of them. Now the seven history indexes, `ix_executions_tool_duration`
+and `ix_executions_run` hold only the rows they serve (ended executions; executions with a
+duration; BUILD steps): the admission writes two or three index entries, and the final write
+adds the row to the history indexes once.
 Executions in flight are read through `ix_executions_status`, which stays whole
 (`store/engine_tables.py`, `store/history.py`).
 """
@@ -24,6 +25,7 @@ depends_on = None
 # Written out rather than imported: a migration keeps the schema of its own time.
 _ENDED = sa.text("status NOT IN ('queued', 'running')")
 _TIMED = sa.text("duration_ms IS NOT NULL")
+_IN_A_RUN = sa.text("run_id IS NOT NULL")
 #: Each history index's columns before this revision; it adds `status` at the end where missing
 #: (SQLite then checks a read's `_ENDED` on the index entry, not on the row).
 _HISTORY = {
@@ -45,9 +47,11 @@ def upgrade() -> None:
     op.drop_index("ix_executions_tool_duration", table_name="executions")
     op.create_index("ix_executions_tool_duration", "executions", ["tool", "duration_ms"],
                     sqlite_where=_TIMED, postgresql_where=_TIMED)
+    op.drop_index("ix_executions_run", table_name="executions")
+    op.create_index("ix_executions_run", "executions", ["run_id"], sqlite_where=_IN_A_RUN, postgresql_where=_IN_A_RUN)
 
 
 def downgrade() -> None:
-    for name, columns in {**_HISTORY, "ix_executions_tool_duration": ("tool", "duration_ms")}.items():
+    for name, columns in {**_HISTORY, "ix_executions_tool_duration": ("tool", "duration_ms"), "ix_executions_run": ("run_id",)}.items():
         op.drop_index(name, table_name="executions")
         op.create_index(name, "executions", list(columns))
