@@ -7,10 +7,9 @@ one more filter — is an index range read that stops after `offset + limit` row
 over every match. They hold ended executions only (`ENDED`): a call's admission writes its row
 into the key's index and `ix_executions_status` (and `ix_executions_run`, which holds BUILD steps
 only) instead of ten, and its final write adds it to the history indexes once, instead of moving
-it in them. Executions in
-flight are few and are read through `ix_executions_status`; a history read states `ENDED` or
-`LIVE` (the same SQL text: a partial index serves a query that states its condition) and merges
-the two parts (`store/history.py`).
+it in them. Executions in flight are few and are read through `ix_executions_status`; a history
+read states `ENDED` or `LIVE` (the same SQL text: a partial index serves a query that states its
+condition) and merges the two parts (`store/history.py`).
 
 `execution_totals` keeps, per (tool, user, final status, denial code — empty when not denied),
 the executions that ended, how many of them have a duration, the durations' sum and the latest
@@ -76,7 +75,8 @@ def _history_index(name: str, *columns: str) -> sa.Index:
     """An index of ended executions over `columns`, then `status` unless among them: a read states
     `ENDED`, and SQLite checks a condition its partial index implies on each entry all the same,
     from the entry itself when it holds the column (merging a page's parts then reads no rows)."""
-    return sa.Index(name, *columns, *(() if "status" in columns else ("status",)), sqlite_where=ENDED, postgresql_where=ENDED)
+    trailing = () if "status" in columns else ("status",)
+    return sa.Index(name, *columns, *trailing, sqlite_where=ENDED, postgresql_where=ENDED)
 
 
 executions = sa.Table(

@@ -1,10 +1,10 @@
 """Execution history reads: pages newest first, and statistics over everything a filter matches.
 
 Pages are read in `(started_at, id)` order, descending, which every history index of
-`executions` holds right after its filter's columns, so a page costs an index range read of `offset + limit` entries whatever
-the table's size. Those indexes hold ended executions only (`store/engine_tables.py`): a read
-that may match executions in flight reads the ended ones and the live ones (few, through the
-status index) in two parts and merges them.
+`executions` holds right after its filter's columns, so a page costs an index range read of
+`offset + limit` entries whatever the table's size. Those indexes hold ended executions only
+(`store/engine_tables.py`): a read that may match executions in flight reads the ended ones and
+the live ones (few, through the status index) in two parts and merges them.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ class ExecutionHistory:
     async def stats_by_scan(self, where: ExecutionFilter) -> Stats:
         """`stats` computed from the rows themselves, whatever the filter."""
         async with self.db.begin() as conn:
-            parts = [stats_from_row((await conn.execute(sa.select(*STATS_COLUMNS).select_from(_T).where(*part))).first())
+            parts = [stats_from_row((await conn.execute(sa.select(*STATS_COLUMNS).select_from(_T).where(*part))).one())
                      for part in where.parts()]
         return sum(parts[1:], parts[0])
 

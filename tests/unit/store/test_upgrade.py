@@ -55,13 +55,15 @@ def _index_conditions(conn: sa.Connection) -> dict[str, str | None]:
     return {name: sql.split(" WHERE ", 1)[1].strip().strip("()") if " WHERE " in sql else None for name, sql in rows}
 
 
-#: `executions`' indexes and the gist of each one's condition (revision 11: history indexes of
-#: ended executions only).
+#: `executions`' indexes and the gist of each one's condition (revision 11: the history indexes
+#: hold ended executions only, the run index BUILD steps only).
 INDEX_CONDITIONS = {
     **{name: "queued" for name in ("ix_executions_user_started", "ix_executions_user_tool", "ix_executions_user_category",
                                    "ix_executions_user_status", "ix_executions_started", "ix_executions_tool",
                                    "ix_executions_category")},
-    "ix_executions_tool_duration": "duration_ms IS NOT NULL", "ix_executions_status": None, "ix_executions_run": "run_id IS NOT NULL",
+    "ix_executions_tool_duration": "duration_ms IS NOT NULL",
+    "ix_executions_run": "run_id IS NOT NULL",
+    "ix_executions_status": None,
 }
 
 

@@ -7,9 +7,8 @@ A call's admission wrote its `running` row into all ten indexes of `executions`,
 write moved it in three of them. Now the seven history indexes, `ix_executions_tool_duration`
 and `ix_executions_run` hold only the rows they serve (ended executions; executions with a
 duration; BUILD steps): the admission writes two or three index entries, and the final write
-adds the row to the history indexes once.
-Executions in flight are read through `ix_executions_status`, which stays whole
-(`store/engine_tables.py`, `store/history.py`).
+adds the row to the history indexes once. Executions in flight are read through
+`ix_executions_status`, which stays whole (`store/engine_tables.py`, `store/history.py`).
 """
 
 from __future__ import annotations
@@ -52,6 +51,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for name, columns in {**_HISTORY, "ix_executions_tool_duration": ("tool", "duration_ms"), "ix_executions_run": ("run_id",)}.items():
+    whole = {**_HISTORY, "ix_executions_tool_duration": ("tool", "duration_ms"), "ix_executions_run": ("run_id",)}
+    for name, columns in whole.items():
         op.drop_index(name, table_name="executions")
         op.create_index(name, "executions", list(columns))
