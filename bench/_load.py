@@ -21,6 +21,10 @@ WARMUP_CLIENTS = 100
 CONNECTIONS_PER_CLIENT = 10
 #: Client-side timeout: long, so that queueing in the server shows as latency, not as errors.
 CLIENT_TIMEOUT_S = 120.0
+#: How long an idle pooled connection is reused: below uvicorn's keep-alive timeout (5 s), so the
+#: client never sends on a connection the server may be closing at that moment (httpx's default
+#: expiry is the same 5 s: the two race, and a request lost that way is an httpx `ReadError`).
+KEEPALIVE_EXPIRY_S = 2.0
 
 
 def pct(values: list[float], q: float) -> float:
@@ -119,7 +123,7 @@ async def http_pools(url: str, headers: dict[str, str], clients: int) -> AsyncIt
         pools = []
         for first in range(0, clients, CONNECTIONS_PER_CLIENT):
             size = min(CONNECTIONS_PER_CLIENT, clients - first)
-            limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+            limits = httpx.Limits(max_connections=size, max_keepalive_connections=size, keepalive_expiry=KEEPALIVE_EXPIRY_S)
             pools.append(await stack.enter_async_context(httpx.AsyncClient(
                 base_url=url, headers=headers, limits=limits, timeout=httpx.Timeout(CLIENT_TIMEOUT_S))))
         yield pools
