@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ..status import ExecutionStatus
 from .tables import JSON, TS, metadata
 
 #: Window numbers and counters: 64-bit on PostgreSQL (SQLite integers are 64-bit already).
@@ -59,11 +60,12 @@ api_keys = sa.Table(
 )
 
 #: Statuses of executions not ended yet.
-LIVE_STATUSES = ("queued", "running")
+LIVE_STATUSES = (ExecutionStatus.QUEUED, ExecutionStatus.RUNNING)
+_LIVE_LIST = ", ".join(f"'{s.value}'" for s in LIVE_STATUSES)
 #: The condition of the partial history indexes, and its complement. Literal SQL, not bound
 #: parameters: neither database can match a partial index's condition against a parameter.
-ENDED = sa.text("status NOT IN ('queued', 'running')")
-LIVE = sa.text("status IN ('queued', 'running')")
+ENDED = sa.text(f"status NOT IN ({_LIVE_LIST})")
+LIVE = sa.text(f"status IN ({_LIVE_LIST})")
 #: The condition of `ix_executions_tool_duration`: executions that ran and ended.
 TIMED = sa.text("duration_ms IS NOT NULL")
 #: The condition of `ix_executions_run`: BUILD steps (every read by run compares `run_id`, which
