@@ -43,10 +43,13 @@ def _timed(owner: Any, attr: str, stage: str) -> None:
 
 def install() -> None:
     """Wrap the stages and the signal handlers."""
+    import sqlalchemy as sa
+
     from toolagent.api import procedures, routes_tools
     from toolagent.engine.limits import Limits
     from toolagent.engine.principals import Principals
     from toolagent.mcp.pool import ServerPool
+    from toolagent.store.batch import GroupCommit
     from toolagent.store.db import Database
     from toolagent.tools.records import Recorder
     from toolagent.tools.stack import ToolStack
@@ -71,6 +74,32 @@ def install() -> None:
             _add(stage, time.perf_counter() - t0)
 
     Database._transaction = transaction  # type: ignore[method-assign]
+    original_held = Database._held_transaction
+
+    def held_transaction(self: Database, kind: Any, fn: Any, args: Any) -> Any:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            return original_held(self, kind, fn, args)
+        finally:
+            _add(f"6.  transaction on the kept {kind} connection", time.perf_counter() - t0)
+            # Inline on the loop's thread: its CPU time, against the wall time above, says how
+            # much of that was work and how much waiting (the disk, or the other processes).
+            _add(f"6.  transaction on the kept {kind} connection, CPU", time.thread_time() - c0)
+
+    Database._held_transaction = held_transaction  # type: ignore[method-assign]
+    original_commit = sa.engine.default.DefaultDialect.do_commit
+
+    def do_commit(self: Any, dbapi_connection: Any) -> None:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            original_commit(self, dbapi_connection)
+        finally:
+            _add("8 COMMIT (the driver's)", time.perf_counter() - t0)
+            _add("8 COMMIT (the driver's), CPU of its thread", time.thread_time() - c0)
+
+    sa.engine.default.DefaultDialect.do_commit = do_commit  # type: ignore[method-assign]
+    # Its count per execute tells the batches' size: two writes per call (admission, outcome).
+    _timed(GroupCommit, "_commit", "7 group-commit batch (writes, commit)")
     original_begin = Database.begin
 
     @contextlib.asynccontextmanager
