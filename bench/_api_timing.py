@@ -2,7 +2,9 @@
 bench/api_load.py --timings (nothing under src/ imports this).
 
 Each stage's total wall time includes waiting: for the store's writer thread (one on SQLite), a
-pooled database connection, or the event loop.
+pooled database connection, or the event loop. The stages named "CPU" are the CPU time of the
+thread that ran them instead (the store's transactions on the kept SQLite connection, and the
+driver's COMMIT).
 SIGUSR1 clears the figures; SIGUSR2 writes them as JSON to the file named by BENCH_TIMINGS.
 """
 
