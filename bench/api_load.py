@@ -115,7 +115,7 @@ async def api_phase(api: Api, key: str, clients: int, seconds: float, warmup_s: 
         phase.notes.append(f"server time per stage, wall time unless it says CPU (mean per occurrence; occurrences per execute), "
                            f"{executes} executes:")
         for stage, (count, total_s) in sorted(timings.items()):
-            phase.notes.append(f"  {stage:<42} {total_s / count * 1000:9.2f} ms  x{count / executes:4.1f}")
+            phase.notes.append(f"  {stage:<58} {total_s / count * 1000:9.2f} ms  x{count / executes:4.1f}")
     return phase
 
 
