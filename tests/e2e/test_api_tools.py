@@ -13,6 +13,7 @@ import pytest
 
 from api_harness import LiveServer, User, live_server, probe_servers, provision, revoke
 from api_harness import as_user, server, users  # noqa: F401  (fixtures)
+from conftest import seconds_to_a_fresh_minute
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -375,8 +376,7 @@ def test_metrics(as_user: dict[str, httpx.Client]) -> None:
 
 def test_rate_limit_429_with_headers(as_user: dict[str, httpx.Client]) -> None:
     limited = as_user["limited"]
-    if time.time() % 60 > 55:  # rate windows are clock minutes: keep the burst inside one
-        time.sleep(60 - time.time() % 60 + 0.05)
+    time.sleep(seconds_to_a_fresh_minute(5.0))  # the burst inside one rate window
     responses = [execute(limited, "probe/echo", {"text": str(i)}) for i in range(RATE_LIMIT + 2)]
     codes = [r.status_code for r in responses]
     assert codes[:RATE_LIMIT] == [200] * RATE_LIMIT and codes[RATE_LIMIT:] == [429, 429], codes

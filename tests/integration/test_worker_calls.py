@@ -140,14 +140,16 @@ async def test_cancel_a_queued_call_and_a_running_one(fleet: Fleet) -> None:
             await until(server_told, 20)  # the MCP server got notifications/cancelled
             assert fleet.calls("noop") == []  # the queued call never started
 
+            async def running_job() -> str:
+                jobs = {j.args["execution_id"]: j.status for j in await store.queue.jobs(queue="tools")}
+                return jobs[running]
+
             async def job_ended() -> bool:
                 # The worker writes the record's end before the queue marks its job finished.
-                jobs = {j.args["execution_id"]: j.status for j in await store.queue.jobs(queue="tools")}
-                return jobs[running] != "doing"
+                return await running_job() != "doing"
 
             await until(job_ended, 20)
-            jobs = {j.args["execution_id"]: j.status for j in await store.queue.jobs(queue="tools")}
-            assert jobs[running] in ("aborted", "succeeded")
+            assert await running_job() in ("aborted", "succeeded")
 
 
 async def test_a_killed_worker_fails_its_write_and_reruns_its_read(fleet: Fleet) -> None:

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, seconds_to_a_fresh_minute
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
 from toolagent.cli import app
@@ -324,18 +323,9 @@ async def test_sigterm_lets_running_runs_finish_then_cancels_what_is_left(fleet:
         assert (row.status, row.error) == ("cancelled", "cancelled: worker shutting down"), (steps, worker.lines)
 
 
-async def a_fresh_minute(needed_s: float = 30.0) -> None:
-    """Wait for the next clock minute when less than `needed_s` of this one is left. Rate windows
-    are clock minutes, and the workers admit with the real clock: calls on both sides of a minute's
-    end are counted in two windows, and twice the quota may pass."""
-    left = 60.0 - time.time() % 60.0
-    if left < needed_s:
-        await anyio.sleep(left + 0.05)
-
-
 async def test_a_rate_limit_holds_exactly_across_two_workers(fleet: Fleet) -> None:
     fleet.engine_config["tool_rate_per_minute"] = {"q/noop": 5}
-    await a_fresh_minute()
+    await anyio.sleep(seconds_to_a_fresh_minute(30.0))  # the workers' admissions inside one rate window
     async with store_of(fleet) as (store, me):
         ids = [await submit_run(store, plan(["q/noop"]), {}, me) for _ in range(12)]
         await fleet.start()
