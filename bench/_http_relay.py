@@ -8,7 +8,6 @@ records or audit. Started by bench/api_load.py in a subprocess of its own:
 from __future__ import annotations
 
 import contextlib
-import gc
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from toolagent._heap import tune_collector
 
 HERE = Path(__file__).resolve().parent
 SESSION: dict[str, ClientSession] = {}
@@ -28,10 +29,10 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         SESSION["bench"] = session
-        # Its start-up objects out of the collector's full passes, as the API server does once
-        # ready (toolagent._heap): the comparison is of the work per call, not of the heaps.
-        gc.collect()
-        gc.freeze()
+        # The collector set as the API server sets it once ready (toolagent._heap: start-up
+        # objects frozen, young ones collected less often): the comparison is of the work per
+        # call, not of the collectors' settings.
+        tune_collector()
         yield
 
 

@@ -38,7 +38,7 @@ import anyio
 import yaml
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from toolagent._heap import freeze_long_lived
+from toolagent._heap import tune_collector
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
 from toolagent.mcp.config import ServersConfig
@@ -123,10 +123,10 @@ async def main(rounds: int, db: str | None) -> None:
                 await session.call_tool("echo_0", {"text": "warm"})
                 await runner.run(plan_build(agent(["bench/echo_0"], {"bench/echo_0": {"text": "warm"}})))
 
-            # The runtime is ready: keep its start-up objects out of full collections, as `serve`
-            # and `worker` do (`toolagent._heap`), so a collection's walk of them is not charged
-            # to whichever side happens to run it.
-            freeze_long_lived()
+            # The runtime is ready: set the collector as `serve` and `worker` do (`toolagent._heap`:
+            # start-up objects out of full collections, young ones collected less often), so a
+            # collection's walk of them is not charged to whichever side happens to run it.
+            tune_collector()
 
             # 1. one step vs one raw call, interleaved so drift hits both equally.
             one = plan_build(agent(["bench/echo_1"], {"bench/echo_1": {"text": "hello"}}))

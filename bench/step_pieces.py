@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 
 from overhead import HERE, agent
-from toolagent._heap import freeze_long_lived
+from toolagent._heap import tune_collector
 from toolagent.engine import audit as audit_module
 from toolagent.engine.audit import AuditLog
 from toolagent.engine.config import EngineConfig
@@ -114,7 +114,7 @@ async def main(runs: int, only: set[str] | None) -> None:
             one = plan_build(agent(["bench/echo_1"], {"bench/echo_1": {"text": "hello"}}))
             for _ in range(50):
                 await governed.run(one)
-            freeze_long_lived()
+            tune_collector()
             print(f"{'piece':<20} {'with':>10} {'without':>10} {'cost':>9} {'':>6}   "
                   f"({runs} one-step runs per piece, half without it)")
             # Round-robin over the pieces, so that the machine's drift (its speed changes by the

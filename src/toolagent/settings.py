@@ -144,6 +144,9 @@ class Settings(EnvSettings):
     before it commits (a lone write never waits); 0: commit whatever is queued at once."""
     commit_batch_max: int | None = Field(None, ge=1)
     """Most calls' writes committed in one transaction."""
+    gc_threshold: int | None = Field(None, ge=100)
+    """Net allocations between collections of the young generation in `serve` and `worker`
+    (default 10,000; Python's own is 700)."""
 
     @classmethod
     def env_names(cls) -> dict[str, str]:
@@ -168,7 +171,7 @@ class Settings(EnvSettings):
                     else "inprocess or queue" if field == "execution" else "a positive number"
                     if field == "worker_stalled_s" else "a number >= 0" if field == "commit_window_ms"
                     else "a number of seconds, 0 or more" if field == "job_retention_s"
-                    else f"an integer of at least {_minimum(field)}" if field.startswith("max_") and _minimum(field)
+                    else f"an integer of at least {_minimum(field)}" if _minimum(field)
                     else "true or false" if field == "sql_tools_require_agent" else "valid")
             raise UsageError(f"{var} must be {kind}, got {raw!r}") from exc
 

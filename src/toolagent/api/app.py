@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
-from .._heap import freeze_long_lived
+from .._heap import tune_collector
 from ..engine.prometheus import CONTENT_TYPE, HttpMetrics, render
 from ..errors import ConfigError, PermissionDenied
 from ..mcp.config import ServersConfig
@@ -89,7 +89,7 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
             app.state.services = svc
             svc.submit = bool(getattr(app.state, "submit_runs", False))
             if getattr(app.state, "freeze_heap", False):  # set by `serve`, which owns its process
-                freeze_long_lived()
+                tune_collector()
             yield
 
     app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan,

@@ -44,7 +44,7 @@ def worker(
     from ..engine.logs import configure_logging
     from ..mcp.config import ServersConfig
     from ..runs.flow import FlowCap
-    from .._heap import freeze_long_lived
+    from .._heap import tune_collector
     from ..runtime import open_runtime
     from ..workers.worker import run_worker
 
@@ -63,7 +63,7 @@ def worker(
                            "postgresql://USER@HOST/DB; with SQLite, `toolagent build` runs in its own process",
                            EXIT_USAGE)
 
-            freeze_long_lived()  # this process is the worker's own (`toolagent._heap`)
+            tune_collector()  # this process is the worker's own (`toolagent._heap`)
 
             def ready(worker_id: int | None) -> None:
                 err.print(f"worker {worker_id} ready on {', '.join(names)} (concurrency {concurrency})", markup=False)
