@@ -6,15 +6,15 @@ walks all of them, tens of milliseconds each time, charged to whichever call hap
 at that moment. Frozen after one collection (`gc.freeze`), they are skipped by later passes;
 whatever is made afterwards is collected as usual.
 
-Then the young generation. Python collects it every 700 net container allocations. A governed
-call allocates a few thousand, and with a hundred calls in flight each pass walks their live
-state, which moves on to the older generations and is walked again there, though reference
-counting frees nearly all of it a few milliseconds later. Under `bench/api_load.py`'s 100
-clients the API server spent 0.65-0.7 s of CPU in the collector in a run (about 1,400 young
-passes, 130 middle ones at about 2 ms, a dozen full ones at about 27 ms), and 0.2 s with a
-young pass every 10,000 allocations (`GEN0_THRESHOLD`: about 60 passes at 2 ms, five middle ones
-at 13 ms, no full one): about a tenth of a millisecond less per call. Reference cycles wait a
-little longer to be freed. `TOOLAGENT_GC_THRESHOLD` sets another count (700: Python's own).
+Then the young generation. Python collects it every 700 net container allocations. A governed call
+allocates a few thousand, and with a hundred calls in flight each pass walks their live state, which
+moves on to the older generations and is walked again there, though reference counting frees nearly
+all of it a few milliseconds later. Under `bench/api_load.py`'s 100 clients the API server spent
+0.65-0.7 s of CPU in the collector in a run, start-up aside (about 1,400 young passes, 130 middle
+ones at about 2 ms, a dozen full ones at about 27 ms), and 0.2 s with a young pass every 10,000
+allocations (`GEN0_THRESHOLD`: about 60 passes at 2 ms, five middle ones at 13 ms, no full one):
+about a tenth of a millisecond less per call. Reference cycles wait a little longer to be freed.
+`TOOLAGENT_GC_THRESHOLD` sets another count (700: Python's own).
 
 Only the programs that own their process do this (`toolagent serve`, `toolagent worker`), once
 they are ready: the library entry points never do, as it would change an embedding program's
