@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -72,6 +72,9 @@ class AuditEntry:
     """The execution this row is about."""
     event: str = "decision"
     """What the row records: `decision` (the gate) or `outcome` (the end of the execution)."""
+    spelled_arguments: str | None = field(default=None, compare=False, repr=False)
+    """`arguments` as `spell_arguments` spells them, when the caller has them already (one call's
+    rows share the text); `arguments` is then not read again."""
 
     def __post_init__(self) -> None:
         if self.decision is not None and self.decision not in DECISIONS:
@@ -112,6 +115,14 @@ def _clean_text(value: str | None) -> str | None:
     return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
 
 
+def spell_arguments(arguments: Any, *, redacted: bool = False) -> str | None:
+    """Tool arguments as an audit row stores and hashes them: redacted (unless `redacted` says
+    `redact` made them), made JSON-native, and spelled as canonical JSON."""
+    if arguments is None:
+        return None
+    return canonical_json(_jsonable(arguments if redacted else redact(arguments)))
+
+
 def _stored_fields(entry: AuditEntry) -> dict[str, Any]:
     values: dict[str, Any] = {name: getattr(entry, name) for name in _ENTRY_FIELDS}
     for key in _TEXT_FIELDS:
@@ -120,7 +131,8 @@ def _stored_fields(entry: AuditEntry) -> dict[str, Any]:
             values[key] = _clean_text(value if type(value) is str else str(value))
     if values["reason"] is not None:
         values["reason"] = redact_text(values["reason"])
-    values["arguments"] = None if entry.arguments is None else canonical_json(_jsonable(redact(entry.arguments)))
+    spelled = values.pop("spelled_arguments")
+    values["arguments"] = spelled if spelled is not None else spell_arguments(entry.arguments)
     for key in ("started_at", "ended_at"):
         if values[key] is not None:
             values[key] = to_utc(values[key])
@@ -279,4 +291,4 @@ class AuditLog:
         return count
 
 
-__all__ = ["AuditEntry", "AuditLog", "Decision", "Outcome"]
+__all__ = ["AuditEntry", "AuditLog", "Decision", "Outcome", "spell_arguments"]

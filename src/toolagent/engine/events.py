@@ -32,6 +32,8 @@ EVENT_TYPES: frozenset[str] = frozenset(get_args(EventType))
 
 #: A subscriber: a plain function or a coroutine function taking the event.
 Subscriber = Callable[["Event"], "Awaitable[None] | None"]
+#: What a subscriber acts on: `(event type, status)` -> whether an event so typed would change anything.
+Interest = Callable[[str, "str | None"], bool]
 
 logger = logging.getLogger("toolagent.events")
 
@@ -83,10 +85,18 @@ class EventBus:
     """Delivers events to subscribers, in subscription order."""
 
     def __init__(self) -> None:
-        self._subscribers: list[tuple[Subscriber, frozenset[str] | None]] = []
+        self._subscribers: list[tuple[Subscriber, frozenset[str] | None, Interest | None]] = []
 
-    def subscribe(self, callback: Subscriber, *, types: Iterable[str] | None = None) -> Callable[[], None]:
+    def subscribe(self, callback: Subscriber, *, types: Iterable[str] | None = None,
+                  interest: Interest | None = None) -> Callable[[], None]:
         """Call `callback(event)` for every event (or only those of `types`); sync or async.
+
+        Args:
+            callback: The subscriber.
+            types: The event types it gets (None: all).
+            interest: When given, it gets only the events for which `interest(type, status)`
+                answers True at the time they happen (a log writer: those at an enabled level),
+                and an emitter may skip making an event no subscriber is interested in (`wants`).
 
         Returns:
             A function that unsubscribes; calling it twice is harmless.
@@ -97,7 +107,7 @@ class EventBus:
         wanted = None if types is None else frozenset(types)
         if wanted is not None and not wanted <= EVENT_TYPES:
             raise ValueError(f"unknown event types {sorted(wanted - EVENT_TYPES)}; expected some of {sorted(EVENT_TYPES)}")
-        entry = (callback, wanted)
+        entry = (callback, wanted, interest)
         self._subscribers.append(entry)
 
         def unsubscribe() -> None:
@@ -109,6 +119,13 @@ class EventBus:
     def __len__(self) -> int:
         return len(self._subscribers)
 
+    def wants(self, kind: str, status: str | None = None) -> bool:
+        """Whether an event of type `kind` with `status` would reach a subscriber now. Every
+        governed call emits two or three events, which a server logging at its default level
+        drops: the emitter asks first and skips making them."""
+        return any((wanted is None or kind in wanted) and (interest is None or interest(kind, status))
+                   for _callback, wanted, interest in self._subscribers)
+
     async def emit(self, event: Event) -> None:
         """Deliver `event` to every matching subscriber; a failing subscriber is logged, never raised.
 
@@ -116,8 +133,9 @@ class EventBus:
         subscriber runs, the cancellation propagates.
         """
         # A copy, so a subscriber that (un)subscribes while being called does not skip anyone.
-        for callback, wanted in list(self._subscribers):
-            if wanted is not None and event.type not in wanted:
+        for callback, wanted, interest in list(self._subscribers):
+            if (wanted is not None and event.type not in wanted) or \
+                    (interest is not None and not interest(event.type, event.status)):
                 continue
             try:
                 result = callback(event)
@@ -131,4 +149,4 @@ def _name(callback: Any) -> str:
     return getattr(callback, "__qualname__", None) or repr(callback)
 
 
-__all__ = ["EVENT_TYPES", "Event", "EventBus", "EventType", "Subscriber"]
+__all__ = ["EVENT_TYPES", "Event", "EventBus", "EventType", "Interest", "Subscriber"]

@@ -208,14 +208,18 @@ _FAILED = frozenset({ExecutionStatus.FAILED, CallStatus.TIMED_OUT})
 LIFECYCLE_LOGGER = "toolagent.lifecycle"
 
 
+def event_level(event_type: str, status: str | None) -> int:
+    """The level of an event's log line: its type's, raised to warning for a failure."""
+    level = EVENT_LEVELS.get(event_type, logging.INFO)
+    return max(level, logging.WARNING) if status in _FAILED else level
+
+
 def event_logger(logger: logging.Logger | None = None) -> Callable[[Event], None]:
     """An `EventBus` subscriber that writes one log line per lifecycle event, with its context."""
     log = logger or logging.getLogger(LIFECYCLE_LOGGER)
 
     def on_event(event: Event) -> None:
-        level = EVENT_LEVELS.get(event.type, logging.INFO)
-        if event.status in _FAILED:
-            level = max(level, logging.WARNING)
+        level = event_level(event.type, event.status)
         if not log.isEnabledFor(level):
             return
         parts: list[str] = [event.type]
@@ -240,11 +244,13 @@ def event_logger(logger: logging.Logger | None = None) -> Callable[[Event], None
 
 
 def log_events(bus: EventBus, logger: logging.Logger | None = None) -> Callable[[], None]:
-    """Subscribe `event_logger(logger)` to `bus`; returns the unsubscribe function."""
-    return bus.subscribe(event_logger(logger))
+    """Subscribe `event_logger(logger)` to `bus`, interested in the events its logger would write
+    at the time; returns the unsubscribe function."""
+    log = logger or logging.getLogger(LIFECYCLE_LOGGER)
+    return bus.subscribe(event_logger(log), interest=lambda kind, status: log.isEnabledFor(event_level(kind, status)))
 
 
 __all__ = [
     "CONTEXT_FIELDS", "DEFAULT_LEVEL", "EVENT_LEVELS", "LIFECYCLE_LOGGER", "LOG_FORMAT_ENV", "LOG_LEVEL_ENV", "ContextFilter", "JsonFormatter",
-    "TextFormatter", "configure_logging", "current_context", "event_logger", "log_context", "log_events",
+    "TextFormatter", "configure_logging", "current_context", "event_level", "event_logger", "log_context", "log_events",
 ]

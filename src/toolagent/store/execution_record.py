@@ -96,6 +96,9 @@ class Execution:
     """Who asked to cancel it, while the cancellation is on its way."""
     owner: Owner | None = field(default=None, compare=False)
     """The process that ran it."""
+    audit_arguments: str | None = field(default=None, compare=False, repr=False)
+    """`arguments` as the audit log spells them (`engine.audit.spell_arguments`), spelled once for
+    both of the call's audit rows (this process only: not stored)."""
     limits: tuple[LimitStatus, ...] = field(default=(), compare=False, repr=False)
     """Where the caller's rate limits and budget stood once this call was counted
     (`LimitStatus`es, this process only: not stored)."""

@@ -32,7 +32,7 @@ import anyio
 
 from .._aio import others_ready
 from .._evolve import evolve
-from ..engine.audit import AuditEntry, AuditLog
+from ..engine.audit import AuditEntry, AuditLog, spell_arguments
 from ..engine.events import Event, EventBus
 from ..engine.limits import LimitStatus
 from ..engine.permissions import Decision
@@ -63,7 +63,7 @@ def decision_entry(execution: Execution, *, allowed: bool, reason: str | None = 
     return AuditEntry(
         principal=execution.user, api_key_id=execution.api_key_id, tool=execution.tool, risk=execution.risk,
         level=execution.level, decision="allow" if allowed else "deny", reason=_under_agent(execution, reason),
-        arguments=execution.arguments,
+        arguments=execution.arguments, spelled_arguments=execution.audit_arguments,
         outcome=None if allowed else AuditOutcome.DENIED, started_at=execution.started_at,
         ended_at=None if allowed else execution.started_at, run_id=execution.run_id, execution_id=execution.id,
         event="decision",
@@ -75,7 +75,7 @@ def outcome_entry(execution: Execution) -> AuditEntry:
     return AuditEntry(
         principal=execution.user, api_key_id=execution.api_key_id, tool=execution.tool, risk=execution.risk,
         level=execution.level, reason=_under_agent(execution, execution.reason or execution.error),
-        arguments=execution.arguments,
+        arguments=execution.arguments, spelled_arguments=execution.audit_arguments,
         outcome=execution.status,  # type: ignore[arg-type]
         started_at=execution.started_at, ended_at=execution.ended_at, duration_ms=execution.duration_ms,
         run_id=execution.run_id, execution_id=execution.id, event="outcome",
@@ -175,12 +175,15 @@ class Recorder:
         principal, key = ctx.principal, ctx.api_key
         # The call's own secrets are masked wherever they come back (its result, its log lines).
         remember_secrets(call.arguments, ctx.metadata)
+        arguments = redact(call.arguments)
         return Execution(
             id=call.execution_id, tool=call.name, category=call.entry.category, risk=call.entry.risk,
             status=ExecutionStatus.RUNNING, user=principal.name, started_at=datetime.fromtimestamp(call.started_s, UTC),
             level=principal.level, api_key_id=key.id if key is not None else None, session_id=ctx.session_id,
             run_id=ctx.run_id, metadata=_metadata(ctx),
-            arguments=redact(call.arguments), timeout_ms=call.timeout_ms, owner=self.owner,
+            arguments=arguments, timeout_ms=call.timeout_ms, owner=self.owner,
+            # Both of the call's audit rows hold this text: spelled once.
+            audit_arguments=spell_arguments(arguments, redacted=True) if self.audit is not None else None,
         )
 
     # -- refusal ----------------------------------------------------------------------------------
@@ -288,7 +291,9 @@ class Recorder:
     # -- helpers ----------------------------------------------------------------------------------
 
     async def emit(self, kind: str, execution: Execution, **extra: Any) -> None:
-        """Emit a lifecycle event about `execution`."""
+        """Emit a lifecycle event about `execution` (unless no subscriber wants it)."""
+        if not self.events.wants(kind, extra.get("status")):
+            return
         await self.events.emit(Event(
             kind,  # type: ignore[arg-type]
             execution_id=execution.id, run_id=execution.run_id, tool=execution.tool, user=execution.user,

@@ -372,3 +372,19 @@ def test_a_row_is_spelled_and_hashed_as_every_earlier_release_did() -> None:
     row = {"seq": 7, "recorded_at": datetime(2026, 11, 24, 12, 0, 1), **stored}
     assert row_hash(row, "a" * 64) == "caf54ecfce4baebc4f8e7f714520591d1a56671ffae4ae64c7c5035c90a2825c"
     assert row_hash(row, "a" * 64, key=b"k" * 32) == "52b9b68f36b4a49ef930e7550f5906d48ec055d7350efcb5288081cb53e1780c"
+
+
+def test_arguments_spelled_once_are_stored_as_spelled() -> None:
+    # A call's two rows share the arguments' spelling, made once (`spell_arguments`): the stored
+    # text is the one the row would have spelled itself, secrets masked.
+    from toolagent.engine.audit import _stored_fields, spell_arguments
+    from toolagent.engine.redaction import redact
+
+    arguments = {"b": [1, 2.5, None, True], "a": {"z": "é", "token": "abc"}, "t": (1, 2)}
+    pinned = '{"a":{"token":"[REDACTED]","z":"\\u00e9"},"b":[1,2.5,null,true],"t":[1,2]}'
+    assert spell_arguments(arguments) == pinned
+    assert spell_arguments(redact(arguments), redacted=True) == pinned
+    assert spell_arguments(None) is None
+    spelled = _stored_fields(entry(arguments={"ignored": True}, spelled_arguments=pinned))
+    assert spelled["arguments"] == pinned and "spelled_arguments" not in spelled
+    assert _stored_fields(entry(arguments=arguments)) == _stored_fields(entry(arguments=arguments, spelled_arguments=pinned))

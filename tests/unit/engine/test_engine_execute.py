@@ -442,3 +442,28 @@ async def test_raising_invoke_while_cancelled_is_a_cancellation(sqlite_url: str)
         assert isinstance(results[0], Execution)
         assert (results[0].status, results[0].reason) == ("cancelled", "cancelled by bob")
         assert isinstance(UpstreamError("x"), ToolCallError)
+
+
+async def test_a_call_makes_only_the_events_a_subscriber_wants(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolagent.tools.records as records
+
+    made: list[str] = []
+
+    class CountedEvent(Event):
+        def __post_init__(self) -> None:
+            made.append(self.type)
+            super().__post_init__()
+
+    monkeypatch.setattr(records, "Event", CountedEvent)
+    async with engine_on(sqlite_url) as engine:
+        me = await user(engine, "erin", "admin")
+        seen: list[tuple[str, str | None]] = []
+        # Interested in failures only (as the lifecycle log at its default level, warning).
+        engine.events.subscribe(lambda e: seen.append((e.type, e.status)), interest=lambda kind, status: status == "failed")
+        made.clear()
+        await engine.execute(spec(), {"path": "/a"}, me, Calls())
+        assert made == [] and seen == []  # a success: neither event was even made
+        failing = Calls()
+        failing.result = ToolResult(True, None, [], "boom")
+        await engine.execute(spec(), {"path": "/b"}, me, failing)
+        assert made == ["execution_finished"] and seen == [("execution_finished", "failed")]

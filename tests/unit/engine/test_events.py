@@ -140,3 +140,32 @@ async def test_cancellation_is_not_swallowed() -> None:
             await entered.wait()
             tg.cancel_scope.cancel()
     assert after == []
+
+
+async def test_a_subscriber_with_an_interest_gets_only_the_events_it_wants_and_the_bus_says_which() -> None:
+    bus = EventBus()
+    seen: list[tuple[str, str | None]] = []
+    level = {"min": "failed"}
+
+    def interest(kind: str, status: str | None) -> bool:
+        return level["min"] == "all" or status == "failed"
+
+    bus.subscribe(lambda e: seen.append((e.type, e.status)), interest=interest)
+    assert not bus.wants("execution_finished", "success")
+    assert bus.wants("execution_finished", "failed")
+    await bus.emit(Event("execution_finished", status="success"))
+    await bus.emit(Event("execution_finished", status="failed"))
+    level["min"] = "all"  # asked at the time of each event, not at subscription
+    assert bus.wants("execution_started")
+    await bus.emit(Event("execution_started"))
+    assert seen == [("execution_finished", "failed"), ("execution_started", None)]
+
+
+async def test_the_bus_wants_an_event_a_plain_subscriber_of_its_type_would_get() -> None:
+    bus = EventBus()
+    assert not bus.wants("run_started")  # nobody listens
+    unsubscribe = bus.subscribe(print, types={"run_finished"}, interest=lambda kind, status: True)
+    assert not bus.wants("run_started") and bus.wants("run_finished")
+    unsubscribe()
+    bus.subscribe(print)
+    assert bus.wants("run_started") and bus.wants("tool_registered", "anything")

@@ -181,3 +181,16 @@ async def test_lifecycle_lines_can_be_left_to_the_caller(stream: io.StringIO) ->
         assert [line["event"] for line in lines(stream)] == ["execution_denied"]
     finally:
         unsubscribe()
+
+
+def test_the_lifecycle_writer_wants_only_the_events_its_level_writes(stream: io.StringIO) -> None:
+    bus = EventBus()
+    unsubscribe = log_events(bus)
+    try:
+        configure_logging(json=True, level="warning", stream=stream)
+        assert not bus.wants("execution_started") and not bus.wants("execution_finished", "success")
+        assert bus.wants("execution_finished", "failed") and bus.wants("execution_denied")
+        configure_logging(json=True, level="debug", stream=stream)  # the level as it is when asked
+        assert bus.wants("execution_started") and bus.wants("execution_finished", "success")
+    finally:
+        unsubscribe()
