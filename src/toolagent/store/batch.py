@@ -8,10 +8,15 @@ next (run a tool) happens after its write is durable.
 
 When a batch closes:
 
-- a lone write commits at once, after one turn of the event loop, which lets the writes queued
-  in the same turn join it; when the batcher's owner says no other write can come soon (`company`:
-  for the recorder, no other call under way in this process and no other task ready to run) it
-  commits without that turn;
+- a lone write commits after one turn of the event loop, which lets the writes queued in the
+  same turn join it; when the batcher's owner says no other write can come soon (`company`: for
+  the recorder, no other call under way in this process and no other task ready to run) it
+  commits without that turn. When writes have lately come less than `idle_s` apart (a moving
+  average of the gaps between them), the lone write waits for company, as a batch of several
+  does (below) but for `company_wait_s` at most: under a steady stream of calls each write would
+  otherwise find only the one or two queued in the last turn of a busy event loop, and the
+  commits (each with its fixed cost) would be nearly as many as the writes. PostgreSQL's
+  `commit_delay` is the same trade: a few milliseconds of latency for fewer, larger commits;
 - when more writes are queued, the batch waits for more while they keep coming: it closes once
   `idle_s` passes with no write joining, once it holds `max_size`, or after `window_s` in all,
   whichever comes first. A group of writes queued together and followed by no others (the steps
@@ -74,7 +79,11 @@ T = TypeVar("T")
 #: Longest wait of a batch with more than one write for more, by default (seconds).
 DEFAULT_WINDOW_S: Final = 0.010
 #: A batch waiting for more closes once no write has joined for this long (seconds).
-IDLE_S: Final = 0.001
+IDLE_S: Final = 0.002
+#: Longest wait of a lone write for company (seconds; never longer than the batch's window).
+COMPANY_WAIT_S: Final = 0.004
+#: Weight of the latest gap between two writes in their moving average.
+GAP_WEIGHT: Final = 0.1
 #: Most writes in one batch, by default.
 DEFAULT_MAX_SIZE: Final = 64
 #: Times a batch is tried again after a deadlock or serialization failure.
@@ -162,16 +171,18 @@ class GroupCommit:
 
     def __init__(self, db: Database, *, window_s: float = DEFAULT_WINDOW_S, max_size: int = DEFAULT_MAX_SIZE,
                  seal: Seal | None = None, idle_s: float = IDLE_S,
-                 company: Callable[[], bool] | None = None) -> None:
+                 company: Callable[[], bool] | None = None, company_wait_s: float = COMPANY_WAIT_S) -> None:
         """Args:
             db: The store.
             window_s: Longest wait for more writes once two are queued (0: never wait).
             max_size: Most writes per transaction.
             seal: Run once per batch after the writes, with their results (not their errors).
-            idle_s: A waiting batch closes once no write has joined for this long.
+            idle_s: A waiting batch closes once no write has joined for this long; a lone write
+                waits for company while writes have lately come less than this far apart.
             company: Whether another write may be queued soon; when it answers False, a lone
-                write commits without first letting the event loop run the others' tasks
-                (None: always wait that one turn).
+                write commits without first letting the event loop run the others' tasks, and
+                without waiting for company (None: always wait that one turn).
+            company_wait_s: Longest wait of a lone write for company (never longer than `window_s`).
         """
         if max_size < 1:
             raise ValueError("max_size must be at least 1")
@@ -181,10 +192,18 @@ class GroupCommit:
         self.seal = seal
         self.idle_s = idle_s
         self.company = company
+        self.company_wait_s = company_wait_s
         self._queue: deque[_Write[Any]] = deque()
+        self._last_arrival: float | None = None
+        self._gap_s = float("inf")
         self._leading = False
         self._full: anyio.Event | None = None
         self._batches = self._writes = self._largest = 0
+
+    @property
+    def arrival_gap_s(self) -> float:
+        """The moving average of the gaps between writes (infinite before the second write)."""
+        return self._gap_s
 
     @property
     def stats(self) -> BatchStats:
@@ -214,6 +233,11 @@ class GroupCommit:
         A batch does not wait for more writes on account of a deferred one.
         """
         write: _Write[T] = _Write(fn, args, savepoint)
+        now = anyio.current_time()
+        if self._last_arrival is not None:
+            gap = now - self._last_arrival
+            self._gap_s = gap if self._gap_s == float("inf") else self._gap_s + GAP_WEIGHT * (gap - self._gap_s)
+        self._last_arrival = now
         self._queue.append(write)
         if self._full is not None and len(self._queue) >= self.max_size:
             self._full.set()
@@ -241,11 +265,14 @@ class GroupCommit:
         self._leading = True
         batch: list[_Write[Any]] = []
         try:
-            if self.company is None or self.company():
+            company = self.company is None or self.company()
+            if company:
                 await anyio.lowlevel.checkpoint()
-            if 1 < len(self._queue) < self.max_size and self.window_s > 0 and \
-                    sum(w.awaited for w in self._queue) > 1:
-                await self._gather()
+            if len(self._queue) < self.max_size and self.window_s > 0:
+                if len(self._queue) > 1 and sum(w.awaited for w in self._queue) > 1:
+                    await self._gather(self.window_s)
+                elif company and self._gap_s < self.idle_s:
+                    await self._gather(min(self.window_s, self.company_wait_s))
             while self._queue and len(batch) < self.max_size:
                 batch.append(self._queue.popleft())
             if not any(w is own for w in batch):  # behind a full batch of deferred writes
@@ -268,10 +295,10 @@ class GroupCommit:
             else:
                 self._leading = False
 
-    async def _gather(self) -> None:
-        """Wait for more writes while they keep coming (module docstring)."""
+    async def _gather(self, window_s: float) -> None:
+        """Wait for more writes while they keep coming, for `window_s` at most (module docstring)."""
         self._full = anyio.Event()
-        deadline = anyio.current_time() + self.window_s
+        deadline = anyio.current_time() + window_s
         try:
             while True:
                 seen = len(self._queue)
@@ -346,5 +373,5 @@ class GroupCommit:
             self.seal(conn, [w.value for w in batch if w.error is None])
 
 
-__all__ = ["DEFAULT_MAX_SIZE", "DEFAULT_WINDOW_S", "IDLE_S", "BatchStats", "GroupCommit", "Pending", "Seal", "TransactionState",
+__all__ = ["COMPANY_WAIT_S", "DEFAULT_MAX_SIZE", "DEFAULT_WINDOW_S", "GAP_WEIGHT", "IDLE_S", "BatchStats", "GroupCommit", "Pending", "Seal", "TransactionState",
            "read_once", "transaction_state"]

@@ -343,3 +343,49 @@ async def test_a_lone_write_waits_one_turn_for_company_unless_told_none_can_come
         assert await rows(store) == [1, 2]
     # Waiting a turn lets every ready task run and queue its write before the batch closes.
     assert (batcher.stats.batches, batcher.stats.largest) == ((2, 1) if company is False else (1, 2))
+
+
+async def stream(batcher: GroupCommit, ns: Sequence[int], gap_s: float) -> None:
+    """Submit one write per n, each from its own task, `gap_s` apart (each alone in the queue unless
+    the one before waits)."""
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            for n in ns:
+                tg.start_soon(batcher.submit, insert, n)
+                await anyio.sleep(gap_s)
+
+
+async def test_a_lone_write_waits_for_company_while_writes_come_close_together(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=1.0, company=lambda: True)
+        assert batcher.arrival_gap_s == float("inf")
+        await stream(batcher, range(8), 0.03)
+        assert await rows(store) == list(range(8))
+        assert batcher.arrival_gap_s < 0.3
+    # The first write saw no stream yet and went alone; the later ones waited for each other.
+    assert batcher.stats.batches <= 3 and batcher.stats.largest >= 4
+
+
+@pytest.mark.parametrize("case", ["far apart", "no company"])
+async def test_a_lone_write_does_not_wait_when_writes_come_far_apart_or_none_can_come(db_url: str, case: str) -> None:
+    async with probe_store(db_url) as store:
+        if case == "far apart":
+            batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.02, company_wait_s=1.0)
+            await stream(batcher, range(5), 0.15)
+        else:
+            batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=1.0,
+                                  company=lambda: False)
+            await stream(batcher, range(5), 0.03)
+        assert await rows(store) == list(range(5))
+    assert (batcher.stats.batches, batcher.stats.largest) == (5, 1)
+
+
+async def test_a_lone_write_waits_for_company_no_longer_than_its_limit(db_url: str) -> None:
+    async with probe_store(db_url) as store:
+        batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=0.05, company=lambda: True)
+        await stream(batcher, range(3), 0.03)  # a stream close enough to wait for
+        started = anyio.current_time()
+        with anyio.fail_after(5):
+            assert await batcher.submit(insert, 9) == 9  # a lone write, nobody behind it
+        waited = anyio.current_time() - started
+    assert 0.04 <= waited < 0.3  # the company wait, not the idle gap or the window
