@@ -11,8 +11,11 @@ When a batch closes:
 - a lone write commits after one turn of the event loop, which lets the writes queued in the
   same turn join it; when the batcher's owner says no other write can come soon (`company`: for
   the recorder, no other call under way in this process and no other task ready to run) it
-  commits without that turn. When writes have lately come less than `idle_s` apart (a moving
-  average of the gaps between them), the lone write waits for company, as a batch of several
+  commits without that turn. When other writers are under way (`crowd`: for the recorder, other
+  calls between their admission and their outcome; tasks merely ready to run do not count, as the
+  next step of a sequential run writes only after this write commits) and writes have lately
+  come less than `idle_s` apart (a moving average of the gaps between them), the lone write
+  waits for company, as a batch of several
   does (below) but for `company_wait_s` at most: under a steady stream of calls each write would
   otherwise find only the one or two queued in the last turn of a busy event loop, and the
   commits (each with its fixed cost) would be nearly as many as the writes. PostgreSQL's
@@ -171,7 +174,8 @@ class GroupCommit:
 
     def __init__(self, db: Database, *, window_s: float = DEFAULT_WINDOW_S, max_size: int = DEFAULT_MAX_SIZE,
                  seal: Seal | None = None, idle_s: float = IDLE_S,
-                 company: Callable[[], bool] | None = None, company_wait_s: float = COMPANY_WAIT_S) -> None:
+                 company: Callable[[], bool] | None = None, crowd: Callable[[], bool] | None = None,
+                 company_wait_s: float = COMPANY_WAIT_S) -> None:
         """Args:
             db: The store.
             window_s: Longest wait for more writes once two are queued (0: never wait).
@@ -182,6 +186,8 @@ class GroupCommit:
             company: Whether another write may be queued soon; when it answers False, a lone
                 write commits without first letting the event loop run the others' tasks, and
                 without waiting for company (None: always wait that one turn).
+            crowd: Whether other writers are under way, whose writes a lone write may wait for
+                (with writes coming less than `idle_s` apart); None: a lone write never waits.
             company_wait_s: Longest wait of a lone write for company (never longer than `window_s`).
         """
         if max_size < 1:
@@ -192,6 +198,7 @@ class GroupCommit:
         self.seal = seal
         self.idle_s = idle_s
         self.company = company
+        self.crowd = crowd
         self.company_wait_s = company_wait_s
         self._queue: deque[_Write[Any]] = deque()
         self._last_arrival: float | None = None
@@ -271,7 +278,7 @@ class GroupCommit:
             if len(self._queue) < self.max_size and self.window_s > 0:
                 if len(self._queue) > 1 and sum(w.awaited for w in self._queue) > 1:
                     await self._gather(self.window_s)
-                elif company and self._gap_s < self.idle_s:
+                elif company and self._gap_s < self.idle_s and self.crowd is not None and self.crowd():
                     await self._gather(min(self.window_s, self.company_wait_s))
             while self._queue and len(batch) < self.max_size:
                 batch.append(self._queue.popleft())

@@ -132,7 +132,8 @@ class Recorder:
     """Calls between their draft and their outcome in this process (`RecordedSource` counts them).
     A write made while no other call is under way and no other task is ready to run (one just
     started may be about to make a call) has no company to wait for: it commits without first
-    letting the event loop take a turn."""
+    letting the event loop take a turn; it waits for company only while other calls are under way
+    (`GroupCommit`'s `crowd`)."""
 
     def __post_init__(self) -> None:
         if self.window_s is None or self.batch_max is None:
@@ -143,7 +144,8 @@ class Recorder:
             if self.batch_max is None:
                 self.batch_max = settings.commit_batch_max or DEFAULT_MAX_SIZE
         self.writes = GroupCommit(self.db, window_s=self.window_s, max_size=self.batch_max, seal=self._seal,
-                                  company=lambda: self.calls_under_way > 1 or others_ready())
+                                  company=lambda: self.calls_under_way > 1 or others_ready(),
+                                  crowd=lambda: self.calls_under_way > 1)
 
     def _seal(self, conn: Connection, written: list[_Written]) -> None:
         """The batch's shared part: new rows, outcomes' updates, then totals, then the audit rows

@@ -85,3 +85,28 @@ async def test_a_step_whose_record_cannot_be_stored_fails_its_run(tmp_path: Path
     assert steps[0].status == "failed"
     assert steps[0].error == "its execution record could not be stored: store error (sqlite): disk I/O error"
     assert run_row is not None and run_row.status == "failed"
+
+
+async def test_a_sequential_runs_writes_never_wait_for_company(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its steps' writes come close together, but each step writes only once the one before is
+    # in: waiting for company would only add to every step.
+    from toolagent.store.batch import GroupCommit
+
+    waits: list[float] = []
+    gather = GroupCommit._gather
+
+    async def counted(self: GroupCommit, window_s: float) -> None:
+        waits.append(window_s)
+        await gather(self, window_s)
+
+    monkeypatch.setattr(GroupCommit, "_gather", counted)
+    # Other tasks always ready to run, as with the transport tasks of a server over stdio.
+    monkeypatch.setattr("toolagent.tools.records.others_ready", lambda: True)
+    async with temp_store(tmp_path) as store, test_runtime(store, in_memory_pool({"calc": _server()})) as (rt, me):
+        tools = ["calc/add", "calc/inc", "calc/square"]
+        runner = rt.runner(CallContext(me))
+        for _ in range(5):
+            outcome = await runner.run(_plan(tools, {"calc/add": {"a": 1, "b": 2}}))
+            assert outcome.ok, outcome.error
+        assert rt.recorder.writes.arrival_gap_s < rt.recorder.writes.idle_s  # close together indeed
+    assert waits == []

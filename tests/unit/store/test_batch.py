@@ -357,7 +357,8 @@ async def stream(batcher: GroupCommit, ns: Sequence[int], gap_s: float) -> None:
 
 async def test_a_lone_write_waits_for_company_while_writes_come_close_together(db_url: str) -> None:
     async with probe_store(db_url) as store:
-        batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=1.0, company=lambda: True)
+        batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=1.0,
+                              company=lambda: True, crowd=lambda: True)
         assert batcher.arrival_gap_s == float("inf")
         await stream(batcher, range(8), 0.03)
         assert await rows(store) == list(range(8))
@@ -366,15 +367,18 @@ async def test_a_lone_write_waits_for_company_while_writes_come_close_together(d
     assert batcher.stats.batches <= 3 and batcher.stats.largest >= 4
 
 
-@pytest.mark.parametrize("case", ["far apart", "no company"])
+@pytest.mark.parametrize("case", ["far apart", "no company", "no other writer"])
 async def test_a_lone_write_does_not_wait_when_writes_come_far_apart_or_none_can_come(db_url: str, case: str) -> None:
     async with probe_store(db_url) as store:
         if case == "far apart":
-            batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.02, company_wait_s=1.0)
+            batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.02, company_wait_s=1.0,
+                                  crowd=lambda: True)
             await stream(batcher, range(5), 0.15)
         else:
+            # No company at all, or other tasks ready but no other writer under way (the next
+            # step of a sequential run, which writes only once this write is in).
             batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=1.0,
-                                  company=lambda: False)
+                                  company=lambda: case != "no company", crowd=lambda: False)
             await stream(batcher, range(5), 0.03)
         assert await rows(store) == list(range(5))
     assert (batcher.stats.batches, batcher.stats.largest) == (5, 1)
@@ -382,7 +386,8 @@ async def test_a_lone_write_does_not_wait_when_writes_come_far_apart_or_none_can
 
 async def test_a_lone_write_waits_for_company_no_longer_than_its_limit(db_url: str) -> None:
     async with probe_store(db_url) as store:
-        batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=0.05, company=lambda: True)
+        batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=0.05,
+                              company=lambda: True, crowd=lambda: True)
         await stream(batcher, range(3), 0.03)  # a stream close enough to wait for
         started = anyio.current_time()
         with anyio.fail_after(5):
