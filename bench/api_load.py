@@ -276,10 +276,10 @@ def print_relay_targets(apis: list[Phase], relays: list[Phase], db: str | None) 
     else:
         of = ""
     ratio = statistics.median(throughput)
-    print(f"  API/relay throughput at N=100 ({store}){of}: {ratio:.2f} (target >= {want:.2f}) {'OK' if ratio >= want else 'BELOW'}")
+    print(f"  API/relay throughput at N=100 ({store}){of}: {ratio:.3f} (target >= {want:.2f}) {'OK' if ratio >= want else 'BELOW'}")
     if cpu:
         times = statistics.median(cpu)
-        print(f"  server CPU per call at N=100{of}: {cpu_ms}{times:.2f}x "
+        print(f"  server CPU per call at N=100{of}: {cpu_ms}{times:.3f}x "
               f"(target <= {TARGET_CPU_VS_RELAY:.1f}x) {'OK' if times <= TARGET_CPU_VS_RELAY else 'OVER'}")
 
 
