@@ -15,11 +15,11 @@ When a batch closes:
   calls between their admission and their outcome; tasks merely ready to run do not count, as the
   next step of a sequential run writes only after this write commits) and writes have lately
   come less than `idle_s` apart (a moving average of the gaps between them), the lone write
-  waits for company, as a batch of several
-  does (below) but for `company_wait_s` at most: under a steady stream of calls each write would
-  otherwise find only the one or two queued in the last turn of a busy event loop, and the
-  commits (each with its fixed cost) would be nearly as many as the writes. PostgreSQL's
-  `commit_delay` is the same trade: a few milliseconds of latency for fewer, larger commits;
+  waits for company as a batch of several does (below), but for `company_wait_s` at most: under
+  a steady stream of calls each write would otherwise find only the one or two queued in the
+  last turn of a busy event loop, and the commits (each with its fixed cost) would be nearly as
+  many as the writes. PostgreSQL's `commit_delay` makes the same trade: a few milliseconds of
+  latency for fewer, larger commits;
 - when more writes are queued, the batch waits for more while they keep coming: it closes once
   `idle_s` passes with no write joining, once it holds `max_size`, or after `window_s` in all,
   whichever comes first. A group of writes queued together and followed by no others (the steps
