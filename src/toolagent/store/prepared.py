@@ -35,20 +35,23 @@ class _Form:
     sql: str
     binds: tuple[tuple[str, str | None, Any, Callable[[Any], Any] | None], ...]
     """Per bind, in placeholder order: its name, the key it takes its value from (None: the fixed
-    value the statement holds, e.g. a status literal), that value, and its type's processor."""
+    value the statement holds, e.g. a status literal, already converted), the driver's value for
+    None, and its type's processor (None: the value goes as it is)."""
     positional: bool
 
     def row(self, params: Mapping[str, Any]) -> Any:
-        values = []
-        for _name, key, fixed, process in self.binds:
-            value = params[key] if key is not None else fixed
-            values.append(process(value) if process is not None else value)
+        # A None is never handed to a processor: its driver value was learnt once (`_binds`).
+        values = [fixed if key is None else params[key] if process is None else
+                  none if (value := params[key]) is None else process(value)
+                  for _name, key, fixed, process, none in self.binds]  # type: ignore[misc]
         return tuple(values) if self.positional else {b[0]: v for b, v in zip(self.binds, values, strict=True)}
 
 
 def _binds(compiled: SQLCompiler, dialect: sa.Dialect, keys: tuple[str, ...]) -> tuple[Any, ...] | None:
     """Where each bind's value comes from, learnt by running the compiler's own `construct_params`
-    once over markers; None when a value does not come from a key or a fixed value."""
+    once over markers; None when a value does not come from a key or a fixed value. A fixed
+    value is converted here, once, and so is None (JSON's is the text `null`), since a
+    processor gives the same for the same value."""
     markers = {k: object() for k in keys}
     by_marker = {id(m): k for k, m in markers.items()}
     values = compiled.construct_params(markers)
@@ -60,7 +63,10 @@ def _binds(compiled: SQLCompiler, dialect: sa.Dialect, keys: tuple[str, ...]) ->
         if key is None and callable(getattr(compiled.binds[name], "callable", None)):
             return None  # a value computed per execution
         process = compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
-        binds.append((name, key, None if key is not None else value, process))
+        if key is None:
+            binds.append((name, None, value if process is None else process(value), None, None))
+        else:
+            binds.append((name, key, None, process, None if process is None else process(None)))
     return tuple(binds)
 
 
@@ -93,10 +99,14 @@ def _on_driver_cursor(conn: sa.Connection, sql: str, driver_params: Any, run: Ca
     try:
         return run(cursor)
     except conn.dialect.loaded_dbapi.Error as exc:
-        raise sa.exc.DBAPIError.instance(sql, driver_params, exc, conn.dialect.loaded_dbapi.Error,
-                                         dialect=conn.dialect) from exc
+        raise _wrapped(conn, sql, driver_params, exc) from exc
     finally:
         cursor.close()
+
+
+def _wrapped(conn: sa.Connection, sql: str, driver_params: Any, exc: Exception) -> Exception:
+    """A driver error as SQLAlchemy's wrapper of it, as `conn.execute` would raise it."""
+    return sa.exc.DBAPIError.instance(sql, driver_params, exc, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect)
 
 
 class Prepared:
@@ -114,14 +124,15 @@ class Prepared:
             A `DriverResult`, or SQLAlchemy's own result for a statement this class does not
             prepare: either way `rowcount`, `first()`, `scalar()` and iteration.
         """
-        rows = [params] if isinstance(params, Mapping) else list(params)
+        one = isinstance(params, Mapping)
+        rows = [params] if one else list(params)
         form = self._form(conn.dialect, tuple(rows[0]))
         if form is None:  # a form this class does not handle: SQLAlchemy's own path
-            return conn.execute(self.statement, rows[0] if isinstance(params, Mapping) else rows)  # type: ignore[arg-type]
-        driver_params = form.row(params) if isinstance(params, Mapping) else [form.row(r) for r in rows]
-
-        def run(cursor: Any) -> DriverResult:
-            if isinstance(params, Mapping):
+            return conn.execute(self.statement, rows[0] if one else rows)  # type: ignore[arg-type]
+        driver_params = form.row(params) if one else [form.row(r) for r in rows]
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            if one:
                 cursor.execute(form.sql, driver_params)
             else:
                 cursor.executemany(form.sql, driver_params)
@@ -129,8 +140,10 @@ class Prepared:
             if found:
                 found = self._rows(conn.dialect, cursor.description, found)
             return DriverResult(cursor.rowcount, found)
-
-        return _on_driver_cursor(conn, form.sql, driver_params, run)
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise _wrapped(conn, form.sql, driver_params, exc) from exc
+        finally:
+            cursor.close()
 
     def execute_each(self, conn: sa.Connection, params: Sequence[Mapping[str, Any]]) -> list[int]:
         """Run once per parameter mapping (each with the same keys); returns each run's rowcount.

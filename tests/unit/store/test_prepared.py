@@ -116,3 +116,30 @@ async def test_rows_read_through_the_driver_come_back_as_sqlalchemy_returns_them
         ours, theirs = await store.db.write(read)
     assert ours == theirs
     assert ours["metadata"] == {"k": [1, "two", None]} and ours["started_at"].replace(tzinfo=UTC) == WHEN
+
+
+async def test_none_and_fixed_values_are_stored_as_sqlalchemy_stores_them(db_url: str) -> None:
+    # A JSON column given None holds the JSON text `null` (the column type's own conversion), not
+    # SQL NULL; a datetime given None holds NULL; a fixed value in the statement is converted as
+    # SQLAlchemy converts it. `Prepared` learns these once, so compare what each path stored.
+    insert = Prepared(T.insert())
+    fixed = Prepared(T.update().where(T.c.id == sa.bindparam("k_id")).values(ended_at=WHEN, metadata=None))
+    nothing = {"metadata": None, "arguments": None, "result": None, "ended_at": None, "duration_ms": None}
+    stored = sa.select(T.c.id, T.c.metadata.is_(None), T.c.arguments.is_(None), T.c.result.is_(None),
+                       T.c.ended_at.is_(None), sa.cast(T.c.ended_at, sa.String))
+    async with open_store(db_url) as store:
+        def write(conn: sa.Connection) -> None:
+            conn.execute(T.insert(), _row("by-sqlalchemy", **nothing))
+            insert.execute(conn, _row("by-driver", **nothing))
+            insert.execute(conn, [_row("many-1", **nothing), _row("many-2", **nothing)])
+            conn.execute(T.insert(), [_row("fixed-by-sqlalchemy"), _row("fixed-by-driver")])
+            conn.execute(T.update().where(T.c.id == "fixed-by-sqlalchemy").values(ended_at=WHEN, metadata=None))
+            fixed.execute(conn, {"k_id": "fixed-by-driver"})
+
+        await store.db.write(write)
+        async with store.db.begin() as conn:
+            rows = {r[0]: tuple(r[1:]) for r in await conn.execute(stored)}
+    for key in ("by-driver", "many-1", "many-2"):
+        assert rows[key] == rows["by-sqlalchemy"]
+    assert rows["fixed-by-driver"] == rows["fixed-by-sqlalchemy"]
+    assert rows["by-sqlalchemy"][3] is True and rows["fixed-by-driver"][3] is False  # NULL time, then a time
