@@ -171,10 +171,9 @@ def _chained(rows: Sequence[Mapping[str, Any]], now: datetime, row_hash: RowHash
     chained: list[dict[str, Any]] = []
     for values in rows:
         seq += 1
-        row = {"seq": seq, "recorded_at": now, **values}
-        digest = row_hash(row, prev_hash)
-        chained.append({**row, "prev_hash": prev_hash, "hash": digest})
-        prev_hash = digest
+        row = {"seq": seq, "recorded_at": now, **values, "prev_hash": prev_hash}
+        row["hash"] = prev_hash = row_hash(row, prev_hash)
+        chained.append(row)
     return chained
 
 

@@ -65,6 +65,7 @@ cancellation at its next checkpoint, so it can close the record it opened (a `ru
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from contextvars import ContextVar
@@ -151,7 +152,9 @@ class _Write(Pending[T]):
     savepoint: bool = True
     awaited: bool = False
     """A caller waits for it (submitted, or a deferred write being settled)."""
-    wake: anyio.Event = field(default_factory=anyio.Event)
+    wake: anyio.Event | None = None
+    """Set when it is committed or handed the next batch; made only for a caller that waits
+    behind another's batch (most writes lead their own)."""
     done: bool = False
     value: Any = None
     error: BaseException | None = None
@@ -240,7 +243,7 @@ class GroupCommit:
         A batch does not wait for more writes on account of a deferred one.
         """
         write: _Write[T] = _Write(fn, args, savepoint)
-        now = anyio.current_time()
+        now = time.monotonic()
         if self._last_arrival is not None:
             gap = now - self._last_arrival
             self._gap_s = gap if self._gap_s == float("inf") else self._gap_s + GAP_WEIGHT * (gap - self._gap_s)
@@ -260,6 +263,8 @@ class GroupCommit:
         write.awaited = True
         with anyio.CancelScope(shield=True):
             if self._leading and not write.done:
+                if write.wake is None:
+                    write.wake = anyio.Event()
                 await write.wake.wait()  # committed, or handed the next batch
             if not write.done:
                 await self._lead(write)
@@ -293,11 +298,14 @@ class GroupCommit:
         finally:
             for write in batch:
                 write.done = True
-                write.wake.set()
+                if write.wake is not None:
+                    write.wake.set()
             # The first write someone waits for leads the next batch (a deferred write waits for
             # its settler, or for the next batch that takes it).
             heir = next((w for w in self._queue if w.awaited), None)
             if heir is not None:
+                if heir.wake is None:  # not waiting yet: it finds the event set when it does
+                    heir.wake = anyio.Event()
                 heir.wake.set()
             else:
                 self._leading = False

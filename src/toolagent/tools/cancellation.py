@@ -43,14 +43,29 @@ class Active:
     user: str
     run_id: str | None
     scope: anyio.CancelScope
-    done: anyio.Event = field(default_factory=anyio.Event)
     cancelled_by: str | None = None
+    ended: bool = False
+    _done: anyio.Event | None = field(default=None, repr=False)
+    """Made only for someone waiting for the end (`wait_ended`): most calls end unwatched."""
 
     def cancel(self, by: str) -> None:
         """Cancel the call's scope, remembering the first who asked."""
         if self.cancelled_by is None:
             self.cancelled_by = by
         self.scope.cancel()
+
+    async def wait_ended(self) -> None:
+        """Wait until the call is released (its outcome recorded)."""
+        if not self.ended:
+            if self._done is None:
+                self._done = anyio.Event()
+            await self._done.wait()
+
+    def end(self) -> None:
+        """Mark the call released, waking whoever waits for it."""
+        self.ended = True
+        if self._done is not None:
+            self._done.set()
 
 
 @dataclass
@@ -136,7 +151,7 @@ class Cancellation:
     def release(self, active: Active) -> None:
         """Forget a call that ended."""
         self._active.pop(active.execution_id, None)
-        active.done.set()
+        active.end()
 
     # -- cancelling -------------------------------------------------------------------------------
 
@@ -170,7 +185,7 @@ class Cancellation:
             # Running here: cancel its scope before any I/O, then wait for its final record.
             active.cancel(by)
             with anyio.move_on_after(wait_s):
-                await active.done.wait()
+                await active.wait_ended()
             return await self._until_final(execution_id, wait_s)
         execution = await self.get(execution_id, principal)
         if execution.status != ExecutionStatus.RUNNING:
@@ -224,7 +239,7 @@ class Cancellation:
             active.cancel(principal.name)
         with anyio.move_on_after(wait_s):
             for active in local:
-                await active.done.wait()
+                await active.wait_ended()
         return sorted(set(flagged) | {a.execution_id for a in local})
 
 
