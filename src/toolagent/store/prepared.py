@@ -33,17 +33,17 @@ class _Form:
     """One compiled form: the SQL text and how a parameter mapping becomes the driver's row."""
 
     sql: str
-    binds: tuple[tuple[str, str | None, Any, Callable[[Any], Any] | None], ...]
+    binds: tuple[tuple[str, str | None, Any, Callable[[Any], Any] | None, Any], ...]
     """Per bind, in placeholder order: its name, the key it takes its value from (None: the fixed
-    value the statement holds, e.g. a status literal, already converted), the driver's value for
-    None, and its type's processor (None: the value goes as it is)."""
+    value the statement holds, e.g. a status literal, already converted), that value, its type's
+    processor (None: the value goes as it is), and the driver's value for None."""
     positional: bool
 
     def row(self, params: Mapping[str, Any]) -> Any:
         # A None is never handed to a processor: its driver value was learnt once (`_binds`).
         values = [fixed if key is None else params[key] if process is None else
                   none if (value := params[key]) is None else process(value)
-                  for _name, key, fixed, process, none in self.binds]  # type: ignore[misc]
+                  for _name, key, fixed, process, none in self.binds]
         return tuple(values) if self.positional else {b[0]: v for b, v in zip(self.binds, values, strict=True)}
 
 
