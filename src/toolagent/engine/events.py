@@ -123,8 +123,7 @@ class EventBus:
         """Whether an event of type `kind` with `status` would reach a subscriber now. Every
         governed call emits two or three events, which a server logging at its default level
         drops: the emitter asks first and skips making them."""
-        return any((wanted is None or kind in wanted) and (interest is None or interest(kind, status))
-                   for _callback, wanted, interest in self._subscribers)
+        return any(_matches(entry, kind, status) for entry in self._subscribers)
 
     async def emit(self, event: Event) -> None:
         """Deliver `event` to every matching subscriber; a failing subscriber is logged, never raised.
@@ -133,16 +132,22 @@ class EventBus:
         subscriber runs, the cancellation propagates.
         """
         # A copy, so a subscriber that (un)subscribes while being called does not skip anyone.
-        for callback, wanted, interest in list(self._subscribers):
-            if (wanted is not None and event.type not in wanted) or \
-                    (interest is not None and not interest(event.type, event.status)):
+        for entry in list(self._subscribers):
+            if not _matches(entry, event.type, event.status):
                 continue
+            callback = entry[0]
             try:
                 result = callback(event)
                 if inspect.isawaitable(result):
                     await result
             except Exception:
                 logger.exception("event subscriber %s failed on %s", _name(callback), event.type)
+
+
+def _matches(entry: tuple[Subscriber, frozenset[str] | None, Interest | None], kind: str, status: str | None) -> bool:
+    """Whether the subscription `entry` gets an event of type `kind` with `status`."""
+    _callback, wanted, interest = entry
+    return (wanted is None or kind in wanted) and (interest is None or interest(kind, status))
 
 
 def _name(callback: Any) -> str:

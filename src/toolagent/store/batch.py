@@ -69,7 +69,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 import anyio
@@ -304,8 +304,9 @@ class GroupCommit:
             # its settler, or for the next batch that takes it).
             heir = next((w for w in self._queue if w.awaited), None)
             if heir is not None:
-                if heir.wake is None:  # not waiting yet: it finds the event set when it does
-                    heir.wake = anyio.Event()
+                # A write left in the queue that someone awaits made its event before waiting
+                # (`settle`): a caller that found no batch under way led its own and left the queue.
+                assert heir.wake is not None
                 heir.wake.set()
             else:
                 self._leading = False

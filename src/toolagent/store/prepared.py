@@ -99,14 +99,10 @@ def _on_driver_cursor(conn: sa.Connection, sql: str, driver_params: Any, run: Ca
     try:
         return run(cursor)
     except conn.dialect.loaded_dbapi.Error as exc:
-        raise _wrapped(conn, sql, driver_params, exc) from exc
+        raise sa.exc.DBAPIError.instance(sql, driver_params, exc, conn.dialect.loaded_dbapi.Error,
+                                         dialect=conn.dialect) from exc
     finally:
         cursor.close()
-
-
-def _wrapped(conn: sa.Connection, sql: str, driver_params: Any, exc: Exception) -> Exception:
-    """A driver error as SQLAlchemy's wrapper of it, as `conn.execute` would raise it."""
-    return sa.exc.DBAPIError.instance(sql, driver_params, exc, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect)
 
 
 class Prepared:
@@ -130,8 +126,8 @@ class Prepared:
         if form is None:  # a form this class does not handle: SQLAlchemy's own path
             return conn.execute(self.statement, rows[0] if one else rows)  # type: ignore[arg-type]
         driver_params = form.row(params) if one else [form.row(r) for r in rows]
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
+
+        def run(cursor: Any) -> DriverResult:
             if one:
                 cursor.execute(form.sql, driver_params)
             else:
@@ -140,10 +136,8 @@ class Prepared:
             if found:
                 found = self._rows(conn.dialect, cursor.description, found)
             return DriverResult(cursor.rowcount, found)
-        except conn.dialect.loaded_dbapi.Error as exc:
-            raise _wrapped(conn, form.sql, driver_params, exc) from exc
-        finally:
-            cursor.close()
+
+        return _on_driver_cursor(conn, form.sql, driver_params, run)
 
     def execute_each(self, conn: sa.Connection, params: Sequence[Mapping[str, Any]]) -> list[int]:
         """Run once per parameter mapping (each with the same keys); returns each run's rowcount.
