@@ -2,8 +2,9 @@
 
 On a small shared VM the speed of the machine drifts by a third within a minute or two, so two
 timings of the same code can differ by more than a change to the hot path saves. Callgrind counts
-the instructions a process executes, the same from run to run within about 0.2%, so it tells
-apart versions of the call path that differ by a percent.
+the instructions a process executes, the same from run to run within about 0.6% (a checkpoint of
+SQLite's log falls inside the difference of two runs or not), so it tells apart versions of the
+call path that differ by a few percent.
 
 Runs, each under `valgrind --tool=callgrind` in a child process: C calls, then C + D calls, of a
 tool that answers at once (a `StubToolSource` in process: no MCP transport) through the runtime's
