@@ -117,10 +117,12 @@ async def api_phase(api: Api, key: str, clients: int, seconds: float, warmup_s: 
     timings = await api.read_timings()
     executes = timings.get("3 tool stack call (total)", (0, 0.0))[0]
     if executes:
-        phase.notes.append(f"server time per stage, wall time unless it says CPU (mean per occurrence; occurrences per execute), "
+        phase.notes.append(f"server time per stage, wall time unless it says CPU (mean per occurrence; occurrences per execute; "
+                           "time per execute), "
                            f"{executes} executes:")
         for stage, (count, total_s) in sorted(timings.items()):
-            phase.notes.append(f"  {stage:<58} {total_s / count * 1000:9.2f} ms  x{count / executes:4.1f}")
+            phase.notes.append(f"  {stage:<58} {total_s / count * 1000:9.2f} ms  x{count / executes:6.3f}"
+                               f"  ({total_s / executes * 1000:.3f} ms per execute)")
     return phase
 
 

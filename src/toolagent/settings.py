@@ -20,7 +20,7 @@
 | `TOOLAGENT_MAX_RESULT_BYTES` | `max_result_bytes` | 1048576 (1 MiB) |
 | `TOOLAGENT_MAX_DELIVERABLE_BYTES` | `max_deliverable_bytes` | 4194304 (4 MiB) |
 | `TOOLAGENT_SQL_TOOLS_REQUIRE_AGENT` | `sql_tools_require_agent` | false |
-| `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 10 |
+| `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 20 |
 | `TOOLAGENT_COMMIT_BATCH_MAX` | `commit_batch_max` | 64 |
 
 Empty values count as unset. The environment is read when `Settings.from_env()` is called, not
@@ -141,7 +141,8 @@ class Settings(EnvSettings):
     """Direct calls of SQL-taking tools must name an agent whose `security` block then applies."""
     commit_window_ms: float | None = Field(None, ge=0)
     """Longest wait, in milliseconds, of a batch of concurrent calls' writes for more writes
-    before it commits (a lone write never waits); 0: commit whatever is queued at once."""
+    before it commits (a lone write waits 4 ms at most, and only while other calls are under
+    way); 0: commit whatever is queued at once."""
     commit_batch_max: int | None = Field(None, ge=1)
     """Most calls' writes committed in one transaction."""
     gc_threshold: int | None = Field(None, ge=100)

@@ -81,7 +81,7 @@ from .db import Connection, Database, is_retryable, translate
 T = TypeVar("T")
 
 #: Longest wait of a batch with more than one write for more, by default (seconds).
-DEFAULT_WINDOW_S: Final = 0.010
+DEFAULT_WINDOW_S: Final = 0.020
 #: A batch waiting for more closes once no write has joined for this long (seconds).
 IDLE_S: Final = 0.002
 #: Longest wait of a lone write for company (seconds; never longer than the batch's window).

@@ -220,7 +220,7 @@ async def test_the_recorder_takes_its_batch_settings_from_the_environment(tmp_pa
         def recorder() -> Recorder:
             return Recorder(store.db, ExecutionStore(store.db), None, EventBus(), Owner.current())
 
-        assert (recorder().writes.window_s, recorder().writes.max_size) == (0.010, 64)  # the defaults
+        assert (recorder().writes.window_s, recorder().writes.max_size) == (0.020, 64)  # the defaults
         monkeypatch.setenv("TOOLAGENT_COMMIT_WINDOW_MS", "5")
         monkeypatch.setenv("TOOLAGENT_COMMIT_BATCH_MAX", "16")
         writes = recorder().writes
