@@ -111,7 +111,7 @@ async def test_sqlite_keeps_one_connection_per_thread_across_transactions(tmp_pa
         reader = await store.db.read(driver)
         assert writer is not reader
         pages = await store.db.write(lambda conn: conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar())
-        assert pages == store_db.WAL_AUTOCHECKPOINT_PAGES
+        assert pages == store_db.INLINE_AUTOCHECKPOINT_PAGES  # a bound: `_LogCheckpoints` runs them
         with pytest.raises(RateLimited):
             await store.db.write(refuse)
         other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -144,6 +144,61 @@ async def test_sqlite_keeps_one_connection_per_thread_across_transactions(tmp_pa
 
 
 @pytest.mark.postgres
+async def test_sqlite_checkpoints_follow_the_inline_writers_commits_on_a_worker_thread(tmp_path: Path) -> None:
+    """Every `every` inline commits, the log is copied into the database file by a checkpoint run
+    on a worker thread, never on the event loop's; `every` then follows the pages the log held."""
+    path = tmp_path / "store.db"
+    async with probe_store(f"sqlite+aiosqlite:///{path}") as store:
+        checkpoints = store.db.log_checkpoints
+        assert checkpoints is not None and checkpoints.every == checkpoints.FIRST_EVERY
+        runs, every = checkpoints.runs, checkpoints.every
+        pages_seen: list[int] = []
+        checkpoint = checkpoints._checkpoint
+
+        def counted() -> tuple[int, int, int]:
+            answer = checkpoint()
+            pages_seen.append(answer[1])
+            return answer
+
+        checkpoints._checkpoint = counted
+        written = 0
+        while checkpoints.runs == runs and written <= every:
+            await store.db.write(lambda conn, n=written: conn.execute(PROBE.insert().values(n=n)))
+            written += 1
+        assert checkpoints.runs == runs + 1 and written <= every  # the store's own commits count too
+        assert checkpoints.last_thread is not None and checkpoints.last_thread != threading.get_ident()
+        assert pages_seen and pages_seen[0] > 0
+        expected = round(every * store_db.WAL_AUTOCHECKPOINT_PAGES / pages_seen[0])
+        assert checkpoints.every == max(checkpoints.FEWEST, min(checkpoints.MOST, expected))
+        # The database file alone (its log ignored) holds every row written before the checkpoint.
+        alone = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+        try:
+            assert alone.execute("SELECT count(*) FROM write_probe").fetchone() == (written,)
+        finally:
+            alone.close()
+
+
+async def test_sqlite_a_failed_checkpoint_is_logged_and_the_write_still_answers(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with probe_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store:
+        checkpoints = store.db.log_checkpoints
+        assert checkpoints is not None
+
+        def broken() -> tuple[int, int, int]:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        checkpoints._checkpoint, checkpoints.every = broken, 1
+        with caplog.at_level("WARNING", logger="toolagent.store.db"):
+            assert await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=7)).rowcount) == 1
+        assert "checkpoint of the SQLite log failed" in caplog.text
+        assert await store.db.read(lambda conn: conn.execute(sa.select(PROBE.c.n)).scalar()) == 7
+
+
+async def test_an_in_memory_sqlite_store_has_no_log_to_checkpoint() -> None:
+    async with open_store("sqlite+aiosqlite:///:memory:") as store:
+        assert store.db.log_checkpoints is None
+
+
 async def test_postgres_replaces_a_connection_that_died_while_idle(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Connections are not pinged at every checkout; one that idled past `PING_AFTER_IDLE_S` is,
     and a dead one is replaced before the transaction uses it."""
