@@ -423,28 +423,32 @@ class _LogCheckpoints:
         self._checkpoint = checkpoint
         self.every = self.FIRST_EVERY
         self._commits = 0
+        self._running = False
         self.runs = 0
         """Checkpoints that ran (for tests and benchmarks)."""
         self.last_thread: int | None = None
         """The thread the last one ran on."""
 
     def due(self) -> bool:
-        """Count an inline commit; True when a checkpoint should follow it."""
+        """Count an inline commit; True when a checkpoint should follow it (none is under way: a
+        write outside the group commit may commit meanwhile)."""
         self._commits += 1
-        return self._commits >= self.every
+        return self._commits >= self.every and not self._running
 
     async def run(self) -> None:
         """Checkpoint on a worker thread; a failure is logged (the log is bounded all the same)."""
-        self._commits = 0
+        commits, self._commits, self._running = self._commits, 0, True
         with anyio.CancelScope(shield=True):
             try:
                 _busy, pages, _copied = await anyio.to_thread.run_sync(self._on_thread)
             except Exception:  # noqa: BLE001 - the write it follows is committed: never its failure
                 log.warning("checkpoint of the SQLite log failed", exc_info=True)
                 return
+            finally:
+                self._running = False
         self.runs += 1
         if pages > 0:
-            self.every = max(self.FEWEST, min(self.MOST, round(self.every * WAL_AUTOCHECKPOINT_PAGES / pages)))
+            self.every = max(self.FEWEST, min(self.MOST, round(commits * WAL_AUTOCHECKPOINT_PAGES / pages)))
 
     def _on_thread(self) -> tuple[int, int, int]:
         self.last_thread = threading.get_ident()

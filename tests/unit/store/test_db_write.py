@@ -194,6 +194,28 @@ async def test_sqlite_a_failed_checkpoint_is_logged_and_the_write_still_answers(
         assert await store.db.read(lambda conn: conn.execute(sa.select(PROBE.c.n)).scalar()) == 7
 
 
+async def test_no_second_checkpoint_starts_while_one_runs() -> None:
+    """A write outside the group commit may commit while a checkpoint runs: it is counted, but no
+    second checkpoint starts until the first has ended."""
+    release = threading.Event()
+
+    def slow() -> tuple[int, int, int]:
+        release.wait(5)
+        return 0, 400, 400
+
+    checkpoints = store_db._LogCheckpoints(slow)
+    checkpoints.every = 2
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(checkpoints.run)
+        await anyio.sleep(0.05)
+        assert [checkpoints.due() for _ in range(3)] == [False, False, False]
+        release.set()
+    # The commits counted at its start (none: the test started it) set the next interval, at
+    # its floor; the three counted meanwhile count towards it.
+    assert checkpoints.runs == 1 and checkpoints.every == checkpoints.FEWEST
+    assert [checkpoints.due() for _ in range(checkpoints.FEWEST - 3)] == [False] * (checkpoints.FEWEST - 4) + [True]
+
+
 async def test_an_in_memory_sqlite_store_has_no_log_to_checkpoint() -> None:
     async with open_store("sqlite+aiosqlite:///:memory:") as store:
         assert store.db.log_checkpoints is None
