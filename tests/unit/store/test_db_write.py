@@ -143,7 +143,6 @@ async def test_sqlite_keeps_one_connection_per_thread_across_transactions(tmp_pa
         writer.execute("SELECT 1")  # type: ignore[attr-defined]
 
 
-@pytest.mark.postgres
 async def test_sqlite_checkpoints_follow_the_inline_writers_commits_on_a_worker_thread(tmp_path: Path) -> None:
     """Every `every` inline commits, the log is copied into the database file by a checkpoint run
     on a worker thread, never on the event loop's; `every` then follows the pages the log held."""
@@ -221,6 +220,7 @@ async def test_an_in_memory_sqlite_store_has_no_log_to_checkpoint() -> None:
         assert store.db.log_checkpoints is None
 
 
+@pytest.mark.postgres
 async def test_postgres_replaces_a_connection_that_died_while_idle(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Connections are not pinged at every checkout; one that idled past `PING_AFTER_IDLE_S` is,
     and a dead one is replaced before the transaction uses it."""
