@@ -416,8 +416,10 @@ class _LogCheckpoints:
     `WAL_AUTOCHECKPOINT_PAGES` pages at the rate just seen.
     """
 
-    #: Commits between checkpoints, at first and at the extremes.
-    FIRST_EVERY, FEWEST, MOST = 64, 8, 4096
+    #: Commits between checkpoints, at first and at the extremes. The first interval leaves a
+    #: short-lived process's few commits alone and, at the 100 or so pages a large batch commits,
+    #: stays under `INLINE_AUTOCHECKPOINT_PAGES`.
+    FIRST_EVERY, FEWEST, MOST = 128, 8, 4096
 
     def __init__(self, checkpoint: Callable[[], tuple[int, int, int]]) -> None:
         self._checkpoint = checkpoint
