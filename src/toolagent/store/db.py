@@ -108,12 +108,17 @@ class Database:
         self.url = normalize_url(url or default_url())
         self.is_sqlite = self.url.startswith("sqlite")
         if self.is_sqlite:
-            path = self.url.split(":///", 1)[1]
-            if path and path != ":memory:":
-                if Path(path).is_dir():
-                    raise UsageError(f"the SQLite store {path} is a directory: give --db / {DATABASE_URL_ENV} a file path, "
-                                     "e.g. sqlite+aiosqlite:///./.toolagent/toolagent.db")
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            path = self.url.split(":///", 1)[1] if ":///" in self.url else ""
+            if path in ("", ":memory:") or "mode=memory" in path:
+                # Each of the store's connections (the async pool's, the inline writer's, the
+                # reader's) would open a database of its own: the first write finds no tables.
+                raise UsageError(f"an in-memory SQLite store cannot be used ({self.url}): give --db / {DATABASE_URL_ENV} "
+                                 "a file path, e.g. sqlite+aiosqlite:///./.toolagent/toolagent.db (a temporary file for "
+                                 "a throwaway store)")
+            if Path(path).is_dir():
+                raise UsageError(f"the SQLite store {path} is a directory: give --db / {DATABASE_URL_ENV} a file path, "
+                                 "e.g. sqlite+aiosqlite:///./.toolagent/toolagent.db")
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.engine: AsyncEngine = create_async_engine(self.url, connect_args={"timeout": 30})
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         else:
@@ -128,9 +133,8 @@ class Database:
         # SQLite has one writer at a time: queueing this process's writers for one thread is
         # cheaper than letting them spin on the database's busy handler.
         self._writers = anyio.CapacityLimiter(1 if self.is_sqlite else _PG_WRITERS)
-        file_backed = self.is_sqlite and self.url.split(":///", 1)[-1] not in ("", ":memory:") and ":///" in self.url
-        self.log_checkpoints = _LogCheckpoints(self._checkpoint_log) if file_backed else None
-        """Checkpoints of the log after the inline writer's commits (file-backed SQLite only)."""
+        self.log_checkpoints = _LogCheckpoints(self._checkpoint_log) if self.is_sqlite else None
+        """Checkpoints of the log after the inline writer's commits (SQLite only)."""
 
     @contextlib.asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:

@@ -13,7 +13,7 @@ import anyio
 import pytest
 import sqlalchemy as sa
 
-from toolagent.errors import RateLimited, StoreError
+from toolagent.errors import RateLimited, StoreError, UsageError
 from toolagent.store import Store, open_store
 from toolagent.store import db as store_db
 from toolagent.store.tables import agents
@@ -215,9 +215,12 @@ async def test_no_second_checkpoint_starts_while_one_runs() -> None:
     assert [checkpoints.due() for _ in range(checkpoints.FEWEST - 3)] == [False] * (checkpoints.FEWEST - 4) + [True]
 
 
-async def test_an_in_memory_sqlite_store_has_no_log_to_checkpoint() -> None:
-    async with open_store("sqlite+aiosqlite:///:memory:") as store:
-        assert store.db.log_checkpoints is None
+@pytest.mark.parametrize("url", ["sqlite+aiosqlite:///:memory:", "sqlite:///:memory:", "sqlite+aiosqlite://",
+                                 "sqlite+aiosqlite:///file:x?mode=memory&cache=shared"])
+def test_an_in_memory_sqlite_store_is_refused_with_the_fix(url: str) -> None:
+    # Its connections would each open a database of their own: the first write would find no tables.
+    with pytest.raises(UsageError, match=r"in-memory SQLite store cannot be used .*give --db / TOOLAGENT_DATABASE_URL a file path"):
+        store_db.Database(url)
 
 
 @pytest.mark.postgres
