@@ -127,8 +127,7 @@ class PrincipalChanges:
     loop's thread, once per request; not thread-safe.
 
     - SQLite: `PRAGMA data_version` on a connection of its own changes when any other connection
-      (of any process) commits; only then is the epoch row read (one more indexed read). An
-      in-memory database is private to its connection, so there is nothing to watch: None.
+      (of any process) commits; only then is the epoch row read (one more indexed read).
     - PostgreSQL: a connection of its own LISTENs on `CHANNEL`; `token()` takes in whatever the
       socket holds (no round trip) and counts notifications. The notification is queued at the
       change's commit, so a request arriving after it sees it. If the listener is lost, `token()`
@@ -144,12 +143,9 @@ class PrincipalChanges:
         self._epoch: int | None = None
         self._count = 0
         self._retry_at = 0.0
-        self._memory = db.is_sqlite and db.url.split(":///", 1)[1] in ("", ":memory:")
 
     def token(self) -> int | None:
         """The current token; see the class docstring."""
-        if self._memory:
-            return None
         try:
             return self._sqlite_token() if self.db.is_sqlite else self._pg_token()
         except Exception:  # noqa: BLE001 - any failure means "cannot tell": look keys up, and retry later
