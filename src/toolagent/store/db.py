@@ -6,8 +6,6 @@ Database driver errors are translated to `StoreError` here and only here.
 from __future__ import annotations
 
 import contextlib
-import logging
-import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -23,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from ..errors import StoreError, UsageError
 from ..settings import Settings
 from . import migrations
+from .sqlite import INLINE_AUTOCHECKPOINT_PAGES, LogCheckpoints, sqlite_pragmas, sqlite_sync_engine
 
 #: Environment variable holding the store URL.
 DATABASE_URL_ENV = "TOOLAGENT_DATABASE_URL"
@@ -34,17 +33,10 @@ _MIGRATION_LOCK_KEY = 7_301_245_119
 #: connection of its own: with the async pool's 30 that is 40 per process, so two processes fit
 #: PostgreSQL's default of 100 connections.
 _PG_WRITERS = 10
-#: SQLite log pages that trigger a checkpoint (`_sqlite_pragmas`; after the inline writer's
-#: commits, `_LogCheckpoints`).
-WAL_AUTOCHECKPOINT_PAGES = 4000
-#: The inline writer's own automatic checkpoint: only a bound on the log for when the checkpoints
-#: run after its commits (`_LogCheckpoints`) cannot keep it short (they failed, say).
-INLINE_AUTOCHECKPOINT_PAGES = 4 * WAL_AUTOCHECKPOINT_PAGES
 #: A pooled PostgreSQL connection idle for longer than this is checked before use (`_ping_when_idle`).
 PING_AFTER_IDLE_S = 5.0
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 #: A synchronous connection inside a store transaction: what `Database.write` and `Database.read`
 #: hand to their function, and what the repositories' `..._in` verbs take.
 Connection = sa.Connection
@@ -120,7 +112,7 @@ class Database:
                                  "e.g. sqlite+aiosqlite:///./.toolagent/toolagent.db")
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.engine: AsyncEngine = create_async_engine(self.url, connect_args={"timeout": 30})
-            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine.sync_engine, "connect", sqlite_pragmas)
         else:
             self.engine = create_async_engine(self.url, pool_size=10, max_overflow=20)
             _ping_when_idle(self.engine.sync_engine)
@@ -133,7 +125,7 @@ class Database:
         # SQLite has one writer at a time: queueing this process's writers for one thread is
         # cheaper than letting them spin on the database's busy handler.
         self._writers = anyio.CapacityLimiter(1 if self.is_sqlite else _PG_WRITERS)
-        self.log_checkpoints = _LogCheckpoints(self._checkpoint_log) if self.is_sqlite else None
+        self.log_checkpoints = LogCheckpoints(self._checkpoint_log) if self.is_sqlite else None
         """Checkpoints of the log after the inline writer's commits (SQLite only)."""
 
     @contextlib.asynccontextmanager
@@ -160,7 +152,7 @@ class Database:
         so one that reads before it writes is never refused its upgrade to a writer by another
         process's commit. Once started, a transaction runs to its end even if the caller is
         cancelled. Every so many inline commits, the writer then awaits a checkpoint of the log
-        on a thread (`_LogCheckpoints`), so that the event loop never stops for one.
+        on a thread (`LogCheckpoints`), so that the event loop never stops for one.
 
         Raises:
             StoreError: The database failed (whatever `fn` raises otherwise propagates as is).
@@ -234,10 +226,10 @@ class Database:
         with self._sync_engine_lock:
             if self._sync_engine is None:
                 if self.is_sqlite:
-                    self._sync_engine = _sqlite_sync_engine(self.url, busy_timeout_ms=30_000)
-                    self._inline_engine = _sqlite_sync_engine(self.url, busy_timeout_ms=0,
+                    self._sync_engine = sqlite_sync_engine(self.url, busy_timeout_ms=30_000)
+                    self._inline_engine = sqlite_sync_engine(self.url, busy_timeout_ms=0,
                                                               autocheckpoint_pages=INLINE_AUTOCHECKPOINT_PAGES)
-                    self._reader = _sqlite_sync_engine(self.url, busy_timeout_ms=0, immediate=False)
+                    self._reader = sqlite_sync_engine(self.url, busy_timeout_ms=0, immediate=False)
                 else:
                     # As many kept connections as writers: an overflow connection is closed when
                     # returned, so a busy process (a worker running several calls) would open and
@@ -308,52 +300,6 @@ def _ping_when_idle(engine: sa.Engine) -> None:
             raise sa.exc.DisconnectionError(f"idle connection lost: {exc}") from exc
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any, busy_timeout_ms: int = 30_000,
-                    autocheckpoint_pages: int = WAL_AUTOCHECKPOINT_PAGES) -> None:
-    cur = dbapi_conn.cursor()
-    # WAL lets readers and one writer share the file across processes; the busy timeout makes a
-    # second process wait for the lock instead of failing at once.
-    cur.execute("PRAGMA journal_mode=WAL")
-    # In WAL mode NORMAL still never corrupts the file; it only lets the last commits before a
-    # power loss roll back, and saves an fsync per commit.
-    cur.execute("PRAGMA synchronous=NORMAL")
-    # A checkpoint (copying the log's pages into the file) runs inside whichever commit finds the
-    # log over this many pages. Every call commits a dozen or so pages, mostly the same ones
-    # (index tails, the audit head); a longer log writes each of those back once for more
-    # commits: about 5% less CPU per governed call than SQLite's 1,000, for a log of up to 16 MB.
-    # (The inline writer checkpoints after its commits instead, off the event loop: a bound only.)
-    cur.execute(f"PRAGMA wal_autocheckpoint={int(autocheckpoint_pages)}")
-    cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.close()
-
-
-def _sqlite_sync_engine(async_url: str, *, busy_timeout_ms: int, immediate: bool = True,
-                        autocheckpoint_pages: int = WAL_AUTOCHECKPOINT_PAGES) -> sa.Engine:
-    """A synchronous engine on the same SQLite file whose transactions start with BEGIN IMMEDIATE
-    (or, not `immediate`, whose statements each run on their own, for reads)."""
-    engine = sa.create_engine("sqlite+pysqlite://" + async_url.split("://", 1)[1],
-                              connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False})
-
-    @event.listens_for(engine, "connect")
-    def connect(dbapi_conn: Any, record: Any) -> None:
-        _sqlite_pragmas(dbapi_conn, record, busy_timeout_ms, autocheckpoint_pages)
-        # The driver's implicit BEGIN is turned off; the "begin" event below issues BEGIN IMMEDIATE.
-        dbapi_conn.isolation_level = None
-
-    if immediate:
-        @event.listens_for(engine, "begin")
-        def begin(conn: sa.Connection) -> None:
-            # On the driver's connection: SQLAlchemy's own execution of a statement costs more
-            # than the statement (every store write begins here).
-            try:
-                conn.connection.driver_connection.execute("BEGIN IMMEDIATE")  # type: ignore[union-attr]
-            except sqlite3.Error as exc:  # as SQLAlchemy would raise it (a busy database, say)
-                raise sa.exc.DBAPIError.instance("BEGIN IMMEDIATE", None, exc, sqlite3.Error) from exc
-
-    return engine
-
-
 def translate(exc: BaseException, dialect: str) -> BaseException:
     """A driver error as `StoreError` (the original as its cause); anything else as it is."""
     if isinstance(exc, sa.exc.SQLAlchemyError):
@@ -402,63 +348,6 @@ class _HeldConnections:
             held, self._all = self._all, []
         for conn in held:
             conn.close()
-
-
-class _LogCheckpoints:
-    """Checkpoints of SQLite's log after the inline writer's commits, on a worker thread.
-
-    A checkpoint copies the log's pages into the database file and syncs both: 12-17 ms on this
-    project's test machines for 4,000 pages. SQLite runs it inside whichever commit finds the log
-    that long, which on the inline writer froze a busy server's event loop for that long every
-    second or so. That connection checkpoints only past `INLINE_AUTOCHECKPOINT_PAGES`; instead,
-    every `every` of its commits, the writer that just committed awaits a PASSIVE checkpoint on a
-    thread (shielded: its write is committed whatever happens to its caller). The event loop
-    serves everything else meanwhile. The group commit's next batch waits for that writer, as it
-    waited for the commit, so no write of this process joins the log while it is copied: the
-    checkpoint reaches the log's end, and the next commit starts the log over. `every` follows
-    the log: after each checkpoint it becomes the number of commits that filled
-    `WAL_AUTOCHECKPOINT_PAGES` pages at the rate just seen.
-    """
-
-    #: Commits between checkpoints, at first and at the extremes. The first interval leaves a
-    #: short-lived process's few commits alone and, at the 100 or so pages a large batch commits,
-    #: stays under `INLINE_AUTOCHECKPOINT_PAGES`.
-    FIRST_EVERY, FEWEST, MOST = 128, 8, 4096
-
-    def __init__(self, checkpoint: Callable[[], tuple[int, int, int]]) -> None:
-        self._checkpoint = checkpoint
-        self.every = self.FIRST_EVERY
-        self._commits = 0
-        self._running = False
-        self.runs = 0
-        """Checkpoints that ran (for tests and benchmarks)."""
-        self.last_thread: int | None = None
-        """The thread the last one ran on."""
-
-    def due(self) -> bool:
-        """Count an inline commit; True when a checkpoint should follow it (none is under way: a
-        write outside the group commit may commit meanwhile)."""
-        self._commits += 1
-        return self._commits >= self.every and not self._running
-
-    async def run(self) -> None:
-        """Checkpoint on a worker thread; a failure is logged (the log is bounded all the same)."""
-        commits, self._commits, self._running = self._commits, 0, True
-        with anyio.CancelScope(shield=True):
-            try:
-                _busy, pages, _copied = await anyio.to_thread.run_sync(self._on_thread)
-            except Exception:  # noqa: BLE001 - the write it follows is committed: never its failure
-                log.warning("checkpoint of the SQLite log failed", exc_info=True)
-                return
-            finally:
-                self._running = False
-        self.runs += 1
-        if pages > 0:
-            self.every = max(self.FEWEST, min(self.MOST, round(commits * WAL_AUTOCHECKPOINT_PAGES / pages)))
-
-    def _on_thread(self) -> tuple[int, int, int]:
-        self.last_thread = threading.get_ident()
-        return self._checkpoint()
 
 
 class _Busy(Exception):

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from toolagent.errors import RateLimited, StoreError, UsageError
 from toolagent.store import Store, open_store
 from toolagent.store import db as store_db
+from toolagent.store import sqlite as store_sqlite
 from toolagent.store.tables import agents
 
 pytestmark = pytest.mark.anyio
@@ -111,7 +112,7 @@ async def test_sqlite_keeps_one_connection_per_thread_across_transactions(tmp_pa
         reader = await store.db.read(driver)
         assert writer is not reader
         pages = await store.db.write(lambda conn: conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar())
-        assert pages == store_db.INLINE_AUTOCHECKPOINT_PAGES  # a bound: `_LogCheckpoints` runs them
+        assert pages == store_sqlite.INLINE_AUTOCHECKPOINT_PAGES  # a bound: `LogCheckpoints` runs them
         with pytest.raises(RateLimited):
             await store.db.write(refuse)
         other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -167,7 +168,7 @@ async def test_sqlite_checkpoints_follow_the_inline_writers_commits_on_a_worker_
         assert checkpoints.runs == runs + 1 and written <= every  # the store's own commits count too
         assert checkpoints.last_thread is not None and checkpoints.last_thread != threading.get_ident()
         assert pages_seen and pages_seen[0] > 0
-        expected = round(every * store_db.WAL_AUTOCHECKPOINT_PAGES / pages_seen[0])
+        expected = round(every * store_sqlite.WAL_AUTOCHECKPOINT_PAGES / pages_seen[0])
         assert checkpoints.every == max(checkpoints.FEWEST, min(checkpoints.MOST, expected))
         # The database file alone (its log ignored) holds every row written before the checkpoint.
         alone = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
@@ -202,7 +203,7 @@ async def test_no_second_checkpoint_starts_while_one_runs() -> None:
         release.wait(5)
         return 0, 400, 400
 
-    checkpoints = store_db._LogCheckpoints(slow)
+    checkpoints = store_sqlite.LogCheckpoints(slow)
     checkpoints.every = 2
     async with anyio.create_task_group() as tg:
         tg.start_soon(checkpoints.run)
