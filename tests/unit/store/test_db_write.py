@@ -188,7 +188,7 @@ async def test_sqlite_a_failed_checkpoint_is_logged_and_the_write_still_answers(
             raise sqlite3.OperationalError("disk I/O error")
 
         checkpoints._checkpoint, checkpoints.every = broken, 1
-        with caplog.at_level("WARNING", logger="toolagent.store.db"):
+        with caplog.at_level("WARNING", logger="toolagent.store.sqlite"):
             assert await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=7)).rowcount) == 1
         assert "checkpoint of the SQLite log failed" in caplog.text
         assert await store.db.read(lambda conn: conn.execute(sa.select(PROBE.c.n)).scalar()) == 7
