@@ -5,7 +5,6 @@ from another engine stops its running step on the server."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -59,11 +58,9 @@ async def test_timeout_over_stdio(tmp_path: Path) -> None:
         async def invoke(arguments: dict[str, Any]) -> Any:
             return await pool.call(sleep, arguments, timeout_s=None)
 
-        t0 = time.monotonic()
-        execution = await engine.execute(sleep, {"seconds": 30, "tag": "slow"}, me, invoke, timeout_ms=1000)
-        elapsed = time.monotonic() - t0
+        with anyio.fail_after(10):  # a hang guard: the 30 s call is abandoned at its timeout
+            execution = await engine.execute(sleep, {"seconds": 30, "tag": "slow"}, me, invoke, timeout_ms=1000)
         assert (execution.status, execution.reason) == ("cancelled", "timeout after 1000 ms")
-        assert 1.0 <= elapsed < 1.1
         await server_saw_cancellation(log)
         again = await engine.execute(sleep, {"seconds": 0, "tag": "quick"}, me, invoke)
         assert again.status == "success" and again.result is not None and again.result.structured == {"text": "quick", "length": 0}

@@ -178,7 +178,7 @@ class GroupCommit:
     def __init__(self, db: Database, *, window_s: float = DEFAULT_WINDOW_S, max_size: int = DEFAULT_MAX_SIZE,
                  seal: Seal | None = None, idle_s: float = IDLE_S,
                  company: Callable[[], bool] | None = None, crowd: Callable[[], bool] | None = None,
-                 company_wait_s: float = COMPANY_WAIT_S) -> None:
+                 company_wait_s: float = COMPANY_WAIT_S, clock: Callable[[], float] = time.monotonic) -> None:
         """Args:
             db: The store.
             window_s: Longest wait for more writes once two are queued (0: never wait).
@@ -192,6 +192,7 @@ class GroupCommit:
             crowd: Whether other writers are under way, whose writes a lone write may wait for
                 (with writes coming less than `idle_s` apart); None: a lone write never waits.
             company_wait_s: Longest wait of a lone write for company (never longer than `window_s`).
+            clock: Seconds, for the gaps between writes (tests drive it by hand).
         """
         if max_size < 1:
             raise ValueError("max_size must be at least 1")
@@ -203,6 +204,7 @@ class GroupCommit:
         self.company = company
         self.crowd = crowd
         self.company_wait_s = company_wait_s
+        self.clock = clock
         self._queue: deque[_Write[Any]] = deque()
         self._last_arrival: float | None = None
         self._gap_s = float("inf")
@@ -243,7 +245,7 @@ class GroupCommit:
         A batch does not wait for more writes on account of a deferred one.
         """
         write: _Write[T] = _Write(fn, args, savepoint)
-        now = time.monotonic()
+        now = self.clock()
         if self._last_arrival is not None:
             gap = now - self._last_arrival
             self._gap_s = gap if self._gap_s == float("inf") else self._gap_s + GAP_WEIGHT * (gap - self._gap_s)

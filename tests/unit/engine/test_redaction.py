@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import time
 from collections import namedtuple
 from typing import Any
 
@@ -230,15 +229,16 @@ def test_looks_random(run: str, random: bool) -> None:
     assert looks_random(run) is random
 
 
+@pytest.mark.timeout(60)  # a hang guard, not a measure: bench/ times the scan
 @pytest.mark.parametrize("text", [
-    "a-" * 50_000, "a.b" * 30_000, "a:" * 50_000, "eyJ-" * 30_000, "a://b:" * 20_000, "sk-" * 30_000,
-    "password=" * 30_000, "authorization: " * 20_000, "bearer " * 30_000, B64_KEY * 3_000,
+    "a-" * 200_000, "a.b" * 120_000, "a:" * 200_000, "eyJ-" * 120_000, "a://b:" * 80_000, "sk-" * 120_000,
+    "password=" * 120_000, "authorization: " * 80_000, "bearer " * 120_000, B64_KEY * 12_000,
 ])
 def test_adversarial_text_is_scanned_in_linear_time(text: str) -> None:
-    # Each of these took tens of seconds with a pattern that could restart inside a run.
-    start = time.perf_counter()
-    redact_text(text)
-    assert time.perf_counter() - start < 2.0
+    # At a quarter of these sizes each took tens of seconds with a pattern that could restart
+    # inside a run (quadratic: sixteen times that here); a linear scan takes well under a second.
+    redacted = redact_text(text)
+    assert 0 < len(redacted) <= len(text)
 
 
 def test_binary_media_in_content_blocks_is_kept_but_text_like_blocks_are_scanned() -> None:

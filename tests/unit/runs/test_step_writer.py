@@ -58,10 +58,8 @@ async def test_close_writes_what_is_pending_at_once() -> None:
     async with anyio.create_task_group() as tg:
         await tg.start(writer.run)
         writer.put(0, {"status": "failed", "error": "boom"})
-        start = time.monotonic()
-        with anyio.fail_after(5), anyio.CancelScope(shield=True):
+        with anyio.fail_after(5), anyio.CancelScope(shield=True):  # not the 60 s interval
             await writer.close()
-    assert time.monotonic() - start < 5
     assert [rows for _, rows in runs.writes] == [[{"position": 0, "status": "failed", "error": "boom"}]]
 
 

@@ -4,6 +4,7 @@ retries alone after a failed batch, and cancellation of a waiting caller — on 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -357,12 +358,13 @@ async def stream(batcher: GroupCommit, ns: Sequence[int], gap_s: float) -> None:
 
 async def test_a_lone_write_waits_for_company_while_writes_come_close_together(db_url: str) -> None:
     async with probe_store(db_url) as store:
+        arrivals = itertools.count()
         batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=1.0,
-                              company=lambda: True, crowd=lambda: True)
+                              company=lambda: True, crowd=lambda: True, clock=lambda: next(arrivals) * 0.03)
         assert batcher.arrival_gap_s == float("inf")
         await stream(batcher, range(8), 0.03)
         assert await rows(store) == list(range(8))
-        assert batcher.arrival_gap_s < 0.3
+        assert batcher.arrival_gap_s == pytest.approx(0.03)  # by the batcher's clock, not the machine's
     # The first write saw no stream yet and went alone; the later ones waited for each other.
     assert batcher.stats.batches <= 3 and batcher.stats.largest >= 4
 
@@ -389,8 +391,14 @@ async def test_a_lone_write_waits_for_company_no_longer_than_its_limit(db_url: s
         batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=0.05,
                               company=lambda: True, crowd=lambda: True)
         await stream(batcher, range(3), 0.03)  # a stream close enough to wait for
-        started = anyio.current_time()
+        waits: list[float] = []
+        gather = batcher._gather
+
+        async def counted(window_s: float) -> None:
+            waits.append(window_s)
+            await gather(window_s)
+
+        batcher._gather = counted  # type: ignore[method-assign]
         with anyio.fail_after(5):
             assert await batcher.submit(insert, 9) == 9  # a lone write, nobody behind it
-        waited = anyio.current_time() - started
-    assert 0.04 <= waited < 0.3  # the company wait, not the idle gap or the window
+    assert waits == [0.05]  # it waited for company once, as long as the company wait: not the window

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -61,11 +60,14 @@ async def test_database_errors_become_store_errors(db_url: str) -> None:
 
 async def test_sqlite_write_waits_for_another_connections_lock_without_blocking_the_loop(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
-    released = threading.Event()
+    released, ticked = threading.Event(), threading.Event()
+    loop_ran_while_locked: list[bool] = []
     other: sqlite3.Connection
 
     def release_later() -> None:
-        time.sleep(0.5)
+        # The lock is let go once the event loop has ticked a few times while the write waits
+        # (or after 10 s, when it could not: the loop was blocked).
+        loop_ran_while_locked.append(ticked.wait(10))
         other.execute("INSERT INTO write_probe VALUES (1)")
         other.execute("COMMIT")
         released.set()
@@ -76,6 +78,8 @@ async def test_sqlite_write_waits_for_another_connections_lock_without_blocking_
         nonlocal ticks
         while not released.is_set():
             ticks += 1
+            if ticks == 5:
+                ticked.set()
             await anyio.sleep(0.01)
 
     async with probe_store(f"sqlite+aiosqlite:///{path}") as store:
@@ -84,11 +88,9 @@ async def test_sqlite_write_waits_for_another_connections_lock_without_blocking_
         threading.Thread(target=release_later, daemon=True).start()
         async with anyio.create_task_group() as tg:
             tg.start_soon(tick)
-            started = time.monotonic()
             await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=2)))
-            waited_s = time.monotonic() - started
-        assert waited_s >= 0.4  # it waited for the other writer...
-        assert ticks >= 10  # ...on a thread, while the event loop kept running
+            assert released.is_set()  # it waited for the other writer...
+        assert loop_ran_while_locked == [True]  # ...on a thread, while the event loop kept running
         total = await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n))))
         assert total == 3
         other.close()
