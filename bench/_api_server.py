@@ -18,13 +18,12 @@ from typing import Any
 
 import anyio
 import httpx
+from _load import CONNECTIONS_PER_CLIENT, Call, http_pools
+from _processes import free_port, stop
 
 from toolagent.engine.config import ENGINE_CONFIG_ENV
 from toolagent.engine.principals import Principals
 from toolagent.store import open_store
-
-from _load import CONNECTIONS_PER_CLIENT, Call, http_pools
-from _processes import free_port, stop
 
 HERE = Path(__file__).resolve().parent
 SERVER_ARGS = [str(HERE / "bench_server.py"), "stdio", "0", "1"]  # tools echo_0 and sleep_0
@@ -108,13 +107,22 @@ def provision(db: str, users: list[tuple[str, str]]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def api_server(workdir: Path, db: str, engine_config: dict[str, Any], profile: Path | None,
-               timings: bool = False, upstream_url: str | None = None) -> Iterator[Api]:
+def api_server(
+    workdir: Path,
+    db: str,
+    engine_config: dict[str, Any],
+    profile: Path | None,
+    timings: bool = False,
+    upstream_url: str | None = None,
+) -> Iterator[Api]:
     """uvicorn with the app and the bench server (over stdio, or the one at `upstream_url` over
     streamable HTTP) on a free port; stopped (SIGTERM) afterwards."""
     servers = workdir / "mcp.json"
-    entry = ({"url": upstream_url, "risk": "safe"} if upstream_url
-             else {"command": sys.executable, "args": SERVER_ARGS, "risk": "safe"})
+    entry = (
+        {"url": upstream_url, "risk": "safe"}
+        if upstream_url
+        else {"command": sys.executable, "args": SERVER_ARGS, "risk": "safe"}
+    )
     servers.write_text(json.dumps({"mcpServers": {"bench": entry}}))
     config = workdir / "engine.json"
     config.write_text(json.dumps(engine_config))
@@ -126,8 +134,9 @@ def api_server(workdir: Path, db: str, engine_config: dict[str, Any], profile: P
     port = free_port()
     log = workdir / "server.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", LAUNCH, db, str(servers), str(port)], env=env,
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", LAUNCH, db, str(servers), str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
     api = Api(f"http://127.0.0.1:{port}", proc.pid, log, workdir / "timings.json" if timings else None)
     try:
         deadline = time.monotonic() + 60
@@ -172,8 +181,9 @@ def relay_server(workdir: Path) -> Iterator[Api]:
     port = free_port()
     log = workdir / "relay.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, str(HERE / "_http_relay.py"), str(port)], stdout=out,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "_http_relay.py"), str(port)], stdout=out, stderr=subprocess.STDOUT
+        )
     api = Api(f"http://127.0.0.1:{port}", proc.pid, log)
     try:
         deadline = time.monotonic() + 60

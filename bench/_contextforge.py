@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-
 from _processes import stop
 
 #: What pip installs (pin a version with --peer-spec).
@@ -64,14 +63,18 @@ def ensure_installed(spec: str = DEFAULT_SPEC) -> Path:
         return venv
     venv.parent.mkdir(parents=True, exist_ok=True)
     print(f"  installing {spec} into {venv} (first use; a few minutes)", flush=True)
-    steps = [[sys.executable, "-m", "venv", str(venv)],
-             [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--upgrade", "pip"],
-             [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", spec]]
+    steps = [
+        [sys.executable, "-m", "venv", str(venv)],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--upgrade", "pip"],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", spec],
+    ]
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True)
         if done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-            raise PeerUnavailable(f"installing ContextForge failed at `{' '.join(step[-3:])}` (exit {done.returncode}):\n{tail}")
+            raise PeerUnavailable(
+                f"installing ContextForge failed at `{' '.join(step[-3:])}` (exit {done.returncode}):\n{tail}"
+            )
     if not (venv / "bin" / "mcpgateway").exists():
         raise PeerUnavailable(f"{spec} installed but {venv}/bin/mcpgateway is missing: is it the gateway package?")
     return venv
@@ -98,11 +101,17 @@ class Gateway:
         Raises:
             PeerUnavailable: the gateway refused it.
         """
-        response = httpx.post(f"{self.url}/gateways", headers=self.headers, timeout=60,
-                              json={"name": name, "url": upstream_url, "transport": "STREAMABLEHTTP"})
+        response = httpx.post(
+            f"{self.url}/gateways",
+            headers=self.headers,
+            timeout=60,
+            json={"name": name, "url": upstream_url, "transport": "STREAMABLEHTTP"},
+        )
         if response.status_code >= 300:
-            raise PeerUnavailable(f"ContextForge refused to register {upstream_url}: HTTP {response.status_code} "
-                                  f"{response.text[:300]} (log: {self.log})")
+            raise PeerUnavailable(
+                f"ContextForge refused to register {upstream_url}: HTTP {response.status_code} "
+                f"{response.text[:300]} (log: {self.log})"
+            )
 
     def tool_name(self, original: str) -> str:
         """The gateway's name for an upstream tool (`<gateway>-<tool>`, slugged).
@@ -116,8 +125,9 @@ class Gateway:
         for tool in items:
             if tool.get("originalName") == original:
                 return str(tool["name"])
-        raise PeerUnavailable(f"ContextForge lists no tool named {original!r} (HTTP {response.status_code}: "
-                              f"{response.text[:300]})")
+        raise PeerUnavailable(
+            f"ContextForge lists no tool named {original!r} (HTTP {response.status_code}: {response.text[:300]})"
+        )
 
     @property
     def headers(self) -> dict[str, str]:
@@ -151,28 +161,50 @@ def gateway(venv: Path, workdir: Path, port: int) -> Iterator[Gateway]:
     # bench user is (100,000,000 calls a minute): at its default of 500 a minute, with a lockout
     # after five refusals, it answers the load 429 and locks the client out for 15 minutes, which
     # measures the limiter, not the gateway.
-    env.update({f"RATE_LIMIT_{tier}_RPM": "100000000" for tier in ("CRITICAL", "HIGH", "MEDIUM", "LOW")},
-               RATE_LIMIT_LOCKOUT_ENABLED="false")
+    env.update(
+        {f"RATE_LIMIT_{tier}_RPM": "100000000" for tier in ("CRITICAL", "HIGH", "MEDIUM", "LOW")},
+        RATE_LIMIT_LOCKOUT_ENABLED="false",
+    )
     log = workdir / "contextforge.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([str(venv / "bin" / "mcpgateway"), "--host", "127.0.0.1", "--port", str(port)],
-                                cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [str(venv / "bin" / "mcpgateway"), "--host", "127.0.0.1", "--port", str(port)],
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if proc.poll() is not None:
-                raise PeerUnavailable(f"ContextForge exited at start (code {proc.returncode}):\n"
-                                      f"{log.read_text(errors='replace')[-2000:]}")
+                raise PeerUnavailable(
+                    f"ContextForge exited at start (code {proc.returncode}):\n{log.read_text(errors='replace')[-2000:]}"
+                )
             if time.monotonic() > deadline:
                 raise PeerUnavailable(f"ContextForge did not answer /health within {START_TIMEOUT_S:g} s (log: {log})")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                     break
             time.sleep(0.25)
-        made = subprocess.run([str(venv / "bin" / "python"), "-m", "mcpgateway.utils.create_jwt_token",
-                               "--username", "admin@example.com", "--exp", "120", "--secret", jwt_secret],
-                              capture_output=True, text=True, cwd=workdir, env=env)
+        made = subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "mcpgateway.utils.create_jwt_token",
+                "--username",
+                "admin@example.com",
+                "--exp",
+                "120",
+                "--secret",
+                jwt_secret,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=workdir,
+            env=env,
+        )
         token = made.stdout.strip().splitlines()[-1] if made.returncode == 0 and made.stdout.strip() else ""
         if not token:
             raise PeerUnavailable(f"could not make a ContextForge token: {made.stderr.strip()[-500:]}")
@@ -186,13 +218,17 @@ def http_bench_server(script: Path, port: int, workdir: Path) -> Iterator[str]:
     """bench_server.py over streamable HTTP on `port`; yields its MCP URL."""
     log = workdir / "bench-http.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, str(script), "http", str(port), "1"], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, str(script), "http", str(port), "1"], stdout=out, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise PeerUnavailable(f"the HTTP bench server did not start:\n{log.read_text(errors='replace')[-2000:]}")
+                raise PeerUnavailable(
+                    f"the HTTP bench server did not start:\n{log.read_text(errors='replace')[-2000:]}"
+                )
             with contextlib.suppress(OSError), socket_to(port):
                 break
             time.sleep(0.1)
@@ -208,4 +244,3 @@ def socket_to(port: int) -> Iterator[None]:
 
     with socket.create_connection(("127.0.0.1", port), timeout=1):
         yield
-

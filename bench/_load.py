@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import anyio
 import httpx
-
 from _processes import cpu_s
 
 #: Clients of a warm-up: enough to warm caches and the session; more would only queue (1,000 calls
@@ -65,12 +64,17 @@ class Phase:
     def print(self) -> None:
         """One line of figures, then CPU use and any errors."""
         ms = [v * 1000 for v in self.latencies_s]
-        print(f"  {self.label:<7} N={self.clients:<5} {self.per_s:8.0f} calls/s  p50 {pct(ms, .5):8.1f} ms  "
-              f"p95 {pct(ms, .95):8.1f} ms  p99 {pct(ms, .99):8.1f} ms  calls {self.calls:6d} in {self.elapsed_s:5.1f} s  "
-              f"errors {sum(self.errors.values())}")
+        print(
+            f"  {self.label:<7} N={self.clients:<5} {self.per_s:8.0f} calls/s  p50 {pct(ms, 0.5):8.1f} ms  "
+            f"p95 {pct(ms, 0.95):8.1f} ms  p99 {pct(ms, 0.99):8.1f} ms  calls {self.calls:6d} in {self.elapsed_s:5.1f} s  "
+            f"errors {sum(self.errors.values())}"
+        )
         if self.cpu:
             per_call = {k: v / self.calls * 1000 for k, v in self.cpu.items()} if self.calls else {}
-            print("          cpu s: " + ", ".join(f"{k} {v:.1f} ({per_call.get(k, 0):.2f} ms/call)" for k, v in self.cpu.items()))
+            print(
+                "          cpu s: "
+                + ", ".join(f"{k} {v:.1f} ({per_call.get(k, 0):.2f} ms/call)" for k, v in self.cpu.items())
+            )
         for note in self.notes:
             print(f"          {note}")
         for kind, count in self.errors.most_common(5):
@@ -123,7 +127,14 @@ async def http_pools(url: str, headers: dict[str, str], clients: int) -> AsyncIt
         pools = []
         for first in range(0, clients, CONNECTIONS_PER_CLIENT):
             size = min(CONNECTIONS_PER_CLIENT, clients - first)
-            limits = httpx.Limits(max_connections=size, max_keepalive_connections=size, keepalive_expiry=KEEPALIVE_EXPIRY_S)
-            pools.append(await stack.enter_async_context(httpx.AsyncClient(
-                base_url=url, headers=headers, limits=limits, timeout=httpx.Timeout(CLIENT_TIMEOUT_S))))
+            limits = httpx.Limits(
+                max_connections=size, max_keepalive_connections=size, keepalive_expiry=KEEPALIVE_EXPIRY_S
+            )
+            pools.append(
+                await stack.enter_async_context(
+                    httpx.AsyncClient(
+                        base_url=url, headers=headers, limits=limits, timeout=httpx.Timeout(CLIENT_TIMEOUT_S)
+                    )
+                )
+            )
         yield pools

@@ -14,10 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import _contextforge
 import anyio
 import httpx
-
-import _contextforge
 from _api_server import HERE, TOOL, Api, api_clients, api_server, execute, provision
 from _load import CONNECTIONS_PER_CLIENT, WARMUP_CLIENTS, Call, Phase, hammer, http_pools, pct
 from _processes import children, free_port
@@ -29,7 +28,12 @@ def rpc(pools: list[httpx.AsyncClient], tool: str, session: bool) -> Call:
 
     async def call(i: int) -> str | None:
         headers = {"Mcp-Session-Id": f"bench-client-{i}"} if session else None
-        body = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "hello"}}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": {"text": "hello"}},
+        }
         response = await pools[(i // CONNECTIONS_PER_CLIENT) % len(pools)].post("/rpc", json=body, headers=headers)
         if response.status_code != 200:
             return f"HTTP {response.status_code}: {response.text[:120]}"
@@ -47,8 +51,9 @@ def row_growth(before: dict[str, int], after: dict[str, int], calls: int) -> str
     return ", ".join(f"{t} {n / calls:.2f}" for t, n in sorted(grown.items(), key=lambda kv: -kv[1])) or "none"
 
 
-async def peer_rounds(api: Api, key: str, cf: Any, tool: str, args: argparse.Namespace, store_file: Path | None,
-                      upstream_pid: int) -> None:
+async def peer_rounds(
+    api: Api, key: str, cf: Any, tool: str, args: argparse.Namespace, store_file: Path | None, upstream_pid: int
+) -> None:
     """Alternate toolagent and ContextForge phases; print each, then the best round of each and the ratios."""
     clients = args.clients[0]
     kinds = ["toolagent", "cf", "cf+session"]
@@ -65,14 +70,21 @@ async def peer_rounds(api: Api, key: str, cf: Any, tool: str, args: argparse.Nam
                 if store_file:
                     records[kind] = row_growth(before, _contextforge.table_rows(store_file), phase.calls)
             else:
-                procs = {"contextforge": cf.pid, **{f"cf-child({i})": c for i, c in enumerate(children(cf.pid))},
-                         "mcp-server": upstream_pid}
+                procs = {
+                    "contextforge": cf.pid,
+                    **{f"cf-child({i})": c for i, c in enumerate(children(cf.pid))},
+                    "mcp-server": upstream_pid,
+                }
                 async with http_pools(cf.url, cf.headers, clients) as pools:
                     call = rpc(pools, tool, kind == "cf+session")
                     await hammer(Phase("warmup", min(clients, WARMUP_CLIENTS)), call, args.warmup, {})
                     before = cf.row_counts()
-                    phase = await hammer(Phase(f"{'CF+sid' if kind == 'cf+session' else 'CF'}#{r + 1}", clients),
-                                         call, args.seconds, procs)
+                    phase = await hammer(
+                        Phase(f"{'CF+sid' if kind == 'cf+session' else 'CF'}#{r + 1}", clients),
+                        call,
+                        args.seconds,
+                        procs,
+                    )
                 records[kind] = row_growth(before, cf.row_counts(), phase.calls)
             phase.print()
             phases[kind].append(phase)
@@ -80,21 +92,27 @@ async def peer_rounds(api: Api, key: str, cf: Any, tool: str, args: argparse.Nam
     print(f"  best round of each at N={clients} (calls/s, p50 ms, server CPU ms/call):")
     for kind, phase in best.items():
         server = "api(uvicorn)" if kind == "toolagent" else "contextforge"
-        cpu = sum(v for k, v in phase.cpu.items() if k == server or k.startswith("cf-child")) / max(phase.calls, 1) * 1000
-        print(f"    {kind:<11} {phase.per_s:7.0f}  {pct(phase.latencies_s, .5) * 1000:8.1f}  {cpu:7.2f}")
+        cpu = (
+            sum(v for k, v in phase.cpu.items() if k == server or k.startswith("cf-child")) / max(phase.calls, 1) * 1000
+        )
+        print(f"    {kind:<11} {phase.per_s:7.0f}  {pct(phase.latencies_s, 0.5) * 1000:8.1f}  {cpu:7.2f}")
     a = best["toolagent"]
     for kind in ("cf", "cf+session"):
         if best[kind].per_s:
             print(f"  ratio toolagent/{kind} throughput: {a.per_s / best[kind].per_s:.1f}x")
-    print("  rows each database gained per call (tables updated in place, e.g. toolagent's totals and limit counters, "
-          "do not show):")
+    print(
+        "  rows each database gained per call (tables updated in place, e.g. toolagent's totals and limit counters, "
+        "do not show):"
+    )
     for kind, text in records.items():
         print(f"    {kind:<11} {text}")
     if not store_file:
         print("    (toolagent's rows are counted on its SQLite store only)")
-    print("    toolagent writes its execution row and both audit rows (decision, outcome) before it answers; ContextForge "
-          "at its defaults keeps per-call tool metrics in a memory buffer written every 60 s or 1,000 calls "
-          "(METRICS_BUFFER_*), with its audit trail, security log and database logs off")
+    print(
+        "    toolagent writes its execution row and both audit rows (decision, outcome) before it answers; ContextForge "
+        "at its defaults keeps per-call tool metrics in a memory buffer written every 60 s or 1,000 calls "
+        "(METRICS_BUFFER_*), with its audit trail, security log and database logs off"
+    )
 
 
 def run_peer(args: argparse.Namespace, engine_config: dict[str, Any], big: str) -> None:
@@ -111,24 +129,37 @@ def run_peer(args: argparse.Namespace, engine_config: dict[str, Any], big: str) 
         try:
             with contextlib.ExitStack() as stack:
                 upstream_port = free_port()
-                upstream = stack.enter_context(_contextforge.http_bench_server(HERE / "bench_server.py", upstream_port, work))
-                upstream_pid = next(pid for pid in children(os.getpid())
-                                    if str(upstream_port) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"))
+                upstream = stack.enter_context(
+                    _contextforge.http_bench_server(HERE / "bench_server.py", upstream_port, work)
+                )
+                upstream_pid = next(
+                    pid
+                    for pid in children(os.getpid())
+                    if str(upstream_port) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+                )
                 cf = stack.enter_context(_contextforge.gateway(venv, work / "contextforge", free_port()))
                 cf.register("bench", upstream)
                 tool = cf.tool_name(TOOL)
                 api = stack.enter_context(api_server(work, db, engine_config, None, upstream_url=upstream))
-                print(f"peer: ContextForge {_version(venv)} at its defaults but for its rate limits (raised as "
-                      f"toolagent's are; SQLite, 1 process) and toolagent "
-                      f"({db.split('://')[0]}), both relaying tool {TOOL} of one bench_server.py over streamable HTTP; "
-                      f"{args.seconds:g} s per phase, {args.peer_rounds} rounds; cpus: {os.cpu_count()}")
+                print(
+                    f"peer: ContextForge {_version(venv)} at its defaults but for its rate limits (raised as "
+                    f"toolagent's are; SQLite, 1 process) and toolagent "
+                    f"({db.split('://')[0]}), both relaying tool {TOOL} of one bench_server.py over streamable HTTP; "
+                    f"{args.seconds:g} s per phase, {args.peer_rounds} rounds; cpus: {os.cpu_count()}"
+                )
                 anyio.run(peer_rounds, api, keys[big], cf, tool, args, store_file, upstream_pid)
         except _contextforge.PeerUnavailable as exc:
             sys.exit(f"--peer contextforge: {exc}")
 
 
 def _version(venv: Path) -> str:
-    done = subprocess.run([str(venv / "bin" / "python"), "-c",
-                           "import importlib.metadata as m; print(m.version('mcp-contextforge-gateway'))"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m; print(m.version('mcp-contextforge-gateway'))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     return done.stdout.strip() or "(unknown version)"

@@ -67,12 +67,12 @@ from pathlib import Path
 
 import anyio
 import httpx
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from toolagent.store import open_store
-
 from _api_server import BODY, SERVER_ARGS, TOOL, Api, api_clients, api_server, execute, provision, relay_server
 from _load import CONNECTIONS_PER_CLIENT, WARMUP_CLIENTS, Phase, hammer, pct
 from _processes import children
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from toolagent.store import open_store
 
 #: Throughput through the API over direct MCP calls, at 100 clients (out of reach on a 2-core
 #: machine, where the load generator's httpx shares the cores: the relay's targets below are what
@@ -117,12 +117,16 @@ async def api_phase(api: Api, key: str, clients: int, seconds: float, warmup_s: 
     timings = await api.read_timings()
     executes = timings.get("3 tool stack call (total)", (0, 0.0))[0]
     if executes:
-        phase.notes.append(f"server time per stage, wall time unless it says CPU (mean per occurrence; occurrences per execute; "
-                           "time per execute), "
-                           f"{executes} executes:")
+        phase.notes.append(
+            f"server time per stage, wall time unless it says CPU (mean per occurrence; occurrences per execute; "
+            "time per execute), "
+            f"{executes} executes:"
+        )
         for stage, (count, total_s) in sorted(timings.items()):
-            phase.notes.append(f"  {stage:<58} {total_s / count * 1000:9.2f} ms  x{count / executes:6.3f}"
-                               f"  ({total_s / executes * 1000:.3f} ms per execute)")
+            phase.notes.append(
+                f"  {stage:<58} {total_s / count * 1000:9.2f} ms  x{count / executes:6.3f}"
+                f"  ({total_s / executes * 1000:.3f} ms per execute)"
+            )
     return phase
 
 
@@ -185,23 +189,34 @@ async def burst(api: Api, key: str, q: int, background_key: str, background_clie
     ok = [r for r in responses if isinstance(r, httpx.Response) and r.status_code == 200]
     refused = [r for r in responses if isinstance(r, httpx.Response) and r.status_code == 429]
     headers_ok = all(
-        r.headers.get("X-RateLimit-Limit") == str(q) and r.headers.get("X-RateLimit-Remaining") == "0"
-        and r.headers.get("Retry-After") and r.headers.get("X-RateLimit-Reset") for r in refused
+        r.headers.get("X-RateLimit-Limit") == str(q)
+        and r.headers.get("X-RateLimit-Remaining") == "0"
+        and r.headers.get("Retry-After")
+        and r.headers.get("X-RateLimit-Reset")
+        for r in refused
     ) and all(r.headers.get("X-RateLimit-Limit") == str(q) and r.headers.get("X-RateLimit-Remaining") for r in ok)
     stats = history.get("stats", {})
     store_ok = history.get("totalCount") == 3 * q and stats.get("success") == q and stats.get("failed") == 2 * q
     exact = len(ok) == q and len(refused) == 2 * q and headers_ok and store_ok
     straddled = int(t0 // 60) != int((t0 + took) // 60)
-    print(f"  plan allows Q={q}/min; fired {3 * q} concurrent executes in {took:.2f} s "
-          f"(minute second {t0 % 60:.1f}..{(t0 + took) % 60:.1f}) under {background_clients} background clients "
-          f"({background.per_s:.0f} calls/s, {sum(background.errors.values())} errors)")
-    print(f"  answers: {dict(sorted(codes.items(), key=str))}  -> 200: {len(ok)} (want {q}), 429: {len(refused)} (want {2 * q})")
+    print(
+        f"  plan allows Q={q}/min; fired {3 * q} concurrent executes in {took:.2f} s "
+        f"(minute second {t0 % 60:.1f}..{(t0 + took) % 60:.1f}) under {background_clients} background clients "
+        f"({background.per_s:.0f} calls/s, {sum(background.errors.values())} errors)"
+    )
+    print(
+        f"  answers: {dict(sorted(codes.items(), key=str))}  -> 200: {len(ok)} (want {q}), 429: {len(refused)} (want {2 * q})"
+    )
     remaining = sorted(int(r.headers.get("X-RateLimit-Remaining", -1)) for r in ok)
-    print(f"  X-RateLimit-Limit/Remaining/Reset + Retry-After on every 429, X-RateLimit on every 200: "
-          f"{'yes' if headers_ok else 'NO'} (Remaining on the 200s: {len(set(remaining))} distinct values, "
-          f"{remaining[0] if remaining else '-'}..{remaining[-1] if remaining else '-'})")
-    print(f"  store's history for the user: total {history.get('totalCount')}, success {stats.get('success')}, "
-          f"failed (denied) {stats.get('failed')}  -> {'agrees' if store_ok else 'DISAGREES'}")
+    print(
+        f"  X-RateLimit-Limit/Remaining/Reset + Retry-After on every 429, X-RateLimit on every 200: "
+        f"{'yes' if headers_ok else 'NO'} (Remaining on the 200s: {len(set(remaining))} distinct values, "
+        f"{remaining[0] if remaining else '-'}..{remaining[-1] if remaining else '-'})"
+    )
+    print(
+        f"  store's history for the user: total {history.get('totalCount')}, success {stats.get('success')}, "
+        f"failed (denied) {stats.get('failed')}  -> {'agrees' if store_ok else 'DISAGREES'}"
+    )
     if straddled and not exact:
         print("  rate limit: INCONCLUSIVE (the burst straddled two clock minutes, so two windows counted; run again)")
     else:
@@ -212,12 +227,16 @@ async def burst(api: Api, key: str, q: int, background_key: str, background_clie
 # -- main -----------------------------------------------------------------------------------------
 
 
-async def load(api: Api, relay: Api | None, keys: dict[str, str], args: argparse.Namespace, big: str, small: str) -> None:
+async def load(
+    api: Api, relay: Api | None, keys: dict[str, str], args: argparse.Namespace, big: str, small: str
+) -> None:
     """Phase 1 for each client count, then phase 2."""
     results: dict[int, tuple[list[Phase], Phase, list[Phase]]] = {}
-    print(f"1. throughput: {args.seconds:g} s per phase (after a {args.warmup:g} s warm-up of <= {WARMUP_CLIENTS} clients), tool {TOOL} of "
-          f"bench/bench_server.py over stdio; direct = N tasks sharing one ClientSession; relay = the same HTTP "
-          f"route on a bare FastAPI app forwarding to one MCP session (no key, gate, limits, records or audit)")
+    print(
+        f"1. throughput: {args.seconds:g} s per phase (after a {args.warmup:g} s warm-up of <= {WARMUP_CLIENTS} clients), tool {TOOL} of "
+        f"bench/bench_server.py over stdio; direct = N tasks sharing one ClientSession; relay = the same HTTP "
+        f"route on a bare FastAPI app forwarding to one MCP session (no key, gate, limits, records or audit)"
+    )
     for n in args.clients:
         through_api: list[Phase] = []
         through_relay: list[Phase] = []
@@ -235,9 +254,11 @@ async def load(api: Api, relay: Api | None, keys: dict[str, str], args: argparse
         apis, d, relays = results[100]
         a = sorted(apis, key=lambda p: p.per_s)[len(apis) // 2]  # the median API phase
         ratio = a.per_s / d.per_s if d.per_s else 0.0
-        p50 = pct(a.latencies_s, .5) / pct(d.latencies_s, .5)
-        print(f"  ratio API/direct throughput at N=100: {ratio:.2f} (target >= {TARGET_RATIO:.2f}) "
-              f"{'OK' if ratio >= TARGET_RATIO else 'BELOW'}   (p50 latency API/direct: {p50:.1f}x)")
+        p50 = pct(a.latencies_s, 0.5) / pct(d.latencies_s, 0.5)
+        print(
+            f"  ratio API/direct throughput at N=100: {ratio:.2f} (target >= {TARGET_RATIO:.2f}) "
+            f"{'OK' if ratio >= TARGET_RATIO else 'BELOW'}   (p50 latency API/direct: {p50:.1f}x)"
+        )
         if relays and d.per_s:
             r = sorted(relays, key=lambda p: p.per_s)[len(relays) // 2]
             print(f"  the HTTP layer alone at N=100: relay/direct {r.per_s / d.per_s:.2f}")
@@ -245,8 +266,10 @@ async def load(api: Api, relay: Api | None, keys: dict[str, str], args: argparse
     if TARGET_CLIENTS in results:
         a = results[TARGET_CLIENTS][0][0]
         errors = sum(a.errors.values())
-        print(f"  target: {TARGET_CLIENTS:,} concurrent executions with no error: {a.calls} calls, {errors} errors "
-              f"-> {'OK' if errors == 0 and a.calls >= TARGET_CLIENTS else 'FAILED'}")
+        print(
+            f"  target: {TARGET_CLIENTS:,} concurrent executions with no error: {a.calls} calls, {errors} errors "
+            f"-> {'OK' if errors == 0 and a.calls >= TARGET_CLIENTS else 'FAILED'}"
+        )
     else:
         print(f"  target: {TARGET_CLIENTS:,} concurrent executions: not measured (add {TARGET_CLIENTS} to --clients)")
     print("2. rate-limit exactness under load")
@@ -278,11 +301,15 @@ def print_relay_targets(apis: list[Phase], relays: list[Phase], db: str | None) 
     else:
         of = ""
     ratio = statistics.median(throughput)
-    print(f"  API/relay throughput at N=100 ({store}){of}: {ratio:.3f} (target >= {want:.2f}) {'OK' if ratio >= want else 'BELOW'}")
+    print(
+        f"  API/relay throughput at N=100 ({store}){of}: {ratio:.3f} (target >= {want:.2f}) {'OK' if ratio >= want else 'BELOW'}"
+    )
     if cpu:
         times = statistics.median(cpu)
-        print(f"  server CPU per call at N=100{of}: {cpu_ms}{times:.3f}x "
-              f"(target <= {TARGET_CPU_VS_RELAY:.1f}x) {'OK' if times <= TARGET_CPU_VS_RELAY else 'OVER'}")
+        print(
+            f"  server CPU per call at N=100{of}: {cpu_ms}{times:.3f}x "
+            f"(target <= {TARGET_CPU_VS_RELAY:.1f}x) {'OK' if times <= TARGET_CPU_VS_RELAY else 'OVER'}"
+        )
 
 
 def server_cpu_per_call(phase: Phase, process: str) -> float | None:
@@ -297,8 +324,10 @@ async def verify_audit(db: str) -> None:
 
     async with open_store(db) as store:
         verified = await AuditLog(store.db).verify()
-    print(f"3. the audit chain after the load: {verified.rows_checked:,} rows, "
-          f"{'verifies' if verified.ok else f'BROKEN at row {verified.first_bad_seq}: {verified.reason}'}")
+    print(
+        f"3. the audit chain after the load: {verified.rows_checked:,} rows, "
+        f"{'verifies' if verified.ok else f'BROKEN at row {verified.first_bad_seq}: {verified.reason}'}"
+    )
 
 
 def main() -> None:
@@ -306,30 +335,48 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each measured phase (default 10)")
     parser.add_argument("--warmup", type=float, default=1.0, help="warm-up before each phase, seconds (default 1)")
-    parser.add_argument("--clients", type=lambda s: [int(x) for x in s.split(",")], default=[100, 1000],
-                        help="comma-separated concurrent client counts (default 100,1000)")
+    parser.add_argument(
+        "--clients",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[100, 1000],
+        help="comma-separated concurrent client counts (default 100,1000)",
+    )
     parser.add_argument("--rate-q", type=int, default=50, help="calls per minute of the rate-limited plan (default 50)")
-    parser.add_argument("--burst-background", type=int, default=100, help="clients keeping the API busy during the burst")
+    parser.add_argument(
+        "--burst-background", type=int, default=100, help="clients keeping the API busy during the burst"
+    )
     parser.add_argument("--db", help="store URL, e.g. postgresql://... (default: a temporary SQLite file)")
     parser.add_argument("--profile", type=Path, help="run the server under cProfile and dump the stats to this file")
-    parser.add_argument("--timings", action="store_true",
-                        help="patch wall-clock timers around the server's stages (bench/_api_timing.py) and print them")
+    parser.add_argument(
+        "--timings",
+        action="store_true",
+        help="patch wall-clock timers around the server's stages (bench/_api_timing.py) and print them",
+    )
     parser.add_argument("--no-relay", action="store_true", help="skip the bare-relay comparison phase")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="at 100 clients, alternate this many API and relay phases and judge the relay "
-                             "targets on the medians of the rounds' ratios (default 1)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="at 100 clients, alternate this many API and relay phases and judge the relay "
+        "targets on the medians of the rounds' ratios (default 1)",
+    )
     parser.add_argument("--peer", choices=["contextforge"], help="compare with a peer gateway instead (see above)")
     parser.add_argument("--peer-rounds", type=int, default=2, help="alternating rounds in peer mode (default 2)")
-    parser.add_argument("--peer-spec", default="mcp-contextforge-gateway",
-                        help="what pip installs for the peer on first use (e.g. a pinned version)")
+    parser.add_argument(
+        "--peer-spec",
+        default="mcp-contextforge-gateway",
+        help="what pip installs for the peer on first use (e.g. a pinned version)",
+    )
     args = parser.parse_args()
 
     suffix = secrets.token_hex(3)  # a --db store may already hold earlier runs' users
     big, small = f"load-{suffix}", f"limited-{suffix}"
-    engine_config = {"plans": {
-        "enterprise": {"rate_per_minute": 100_000_000, "monthly_budget": None},  # counted, never reached
-        "starter": {"rate_per_minute": args.rate_q, "monthly_budget": None},
-    }}
+    engine_config = {
+        "plans": {
+            "enterprise": {"rate_per_minute": 100_000_000, "monthly_budget": None},  # counted, never reached
+            "starter": {"rate_per_minute": args.rate_q, "monthly_budget": None},
+        }
+    }
     if args.peer:
         from _peer_load import run_peer
 
@@ -340,8 +387,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or f"sqlite+aiosqlite:///{Path(tmp) / 'api.db'}"
         keys = provision(db, [(big, "enterprise"), (small, "starter")])
-        print(f"store: {db.split('://')[0]}; cpus: {os.cpu_count()}; users {big} (enterprise, unlimited) and "
-              f"{small} (starter, {args.rate_q}/min)")
+        print(
+            f"store: {db.split('://')[0]}; cpus: {os.cpu_count()}; users {big} (enterprise, unlimited) and "
+            f"{small} (starter, {args.rate_q}/min)"
+        )
         with contextlib.ExitStack() as stack:
             api = stack.enter_context(api_server(Path(tmp), db, engine_config, args.profile, args.timings))
             relay = None if args.no_relay else stack.enter_context(relay_server(Path(tmp)))

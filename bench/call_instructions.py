@@ -48,14 +48,24 @@ async def calls(count: int, concurrency: int, governed: bool) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         config = EngineConfig.from_data({"plans": {"enterprise": {"rate_per_minute": 100_000_000}}})
-        async with open_store(f"sqlite+aiosqlite:///{Path(tmp) / 'calls.db'}") as store, \
-                Runtime(store, config=config) as runtime:
+        async with (
+            open_store(f"sqlite+aiosqlite:///{Path(tmp) / 'calls.db'}") as store,
+            Runtime(store, config=config) as runtime,
+        ):
             me = await runtime.principals.add_user("bench", level="execute_basic", plan="enterprise")
             stub = StubToolSource()
-            stub.add("bench/echo", lambda a: {"echo": a.get("text")},
-                     input_schema={"type": "object", "properties": {"text": {"type": "string"}}})
-            layers = (build_tool_stack(stub, recorder=runtime.recorder, limits=runtime.limits,
-                                       cancellation=runtime.cancellation) if governed else build_tool_stack(stub))
+            stub.add(
+                "bench/echo",
+                lambda a: {"echo": a.get("text")},
+                input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+            )
+            layers = (
+                build_tool_stack(
+                    stub, recorder=runtime.recorder, limits=runtime.limits, cancellation=runtime.cancellation
+                )
+                if governed
+                else build_tool_stack(stub)
+            )
             stack = ToolStack(layers)
             entry = await stack.resolve("bench/echo")
             ctx = CallContext(me)
@@ -78,11 +88,17 @@ def counted(count: int, concurrency: int, governed: bool) -> int:
     if not governed:
         argv.append("--bare")
     with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *argv],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or found is None:
-        raise SystemExit(f"the child failed under callgrind (exit {done.returncode}):\n{done.stdout[-500:]}{done.stderr[-1500:]}")
+        raise SystemExit(
+            f"the child failed under callgrind (exit {done.returncode}):\n{done.stdout[-500:]}{done.stderr[-1500:]}"
+        )
     return int(found.group(1))
 
 
@@ -91,8 +107,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=500, help="calls of the shorter run (default 500)")
     parser.add_argument("--delta", type=int, default=1000, help="calls the longer run makes more (default 1000)")
-    parser.add_argument("--concurrency", type=int, default=10,
-                        help="tasks calling at once (default 10: the group commit's batches hold about 8 writes)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=10,
+        help="tasks calling at once (default 10: the group commit's batches hold about 8 writes)",
+    )
     parser.add_argument("--bare", action="store_true", help="also count the stack without its governing layers")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -109,8 +129,11 @@ def main() -> None:
         short = counted(args.calls, args.concurrency, governed)
         long = counted(args.calls + args.delta, args.concurrency, governed)
         per_call[name] = (long - short) / args.delta
-        print(f"{name:<9} {per_call[name]:12,.0f} instructions a call  ({args.concurrency} tasks; "
-              f"{short:,} for {args.calls} calls, {long:,} for {args.calls + args.delta})", flush=True)
+        print(
+            f"{name:<9} {per_call[name]:12,.0f} instructions a call  ({args.concurrency} tasks; "
+            f"{short:,} for {args.calls} calls, {long:,} for {args.calls + args.delta})",
+            flush=True,
+        )
     if args.bare:
         print(f"governing a call: {per_call['governed'] - per_call['bare']:,.0f} instructions")
 

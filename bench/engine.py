@@ -53,9 +53,25 @@ USERS = [f"user{i:03d}" for i in range(100)]
 HEAVY = "user000"  # a tenth of all rows
 START = datetime(2025, 1, 1, tzinfo=UTC)
 SPAN_S = 90 * 86400
-COLUMNS = ("id", "tool", "category", "risk", "status", "denied", "user_name", "level", "arguments", "timeout_ms",
-           "started_at", "ended_at", "duration_ms", "result")
-RESULT = json.dumps({"isError": False, "structuredContent": None, "content": [{"type": "text", "text": "ok"}], "text": "ok"})
+COLUMNS = (
+    "id",
+    "tool",
+    "category",
+    "risk",
+    "status",
+    "denied",
+    "user_name",
+    "level",
+    "arguments",
+    "timeout_ms",
+    "started_at",
+    "ended_at",
+    "duration_ms",
+    "result",
+)
+RESULT = json.dumps(
+    {"isError": False, "structuredContent": None, "content": [{"type": "text", "text": "ok"}], "text": "ok"}
+)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -71,12 +87,21 @@ def bench_gate(samples: int) -> None:
     """Time single gate checks with the monotonic nanosecond clock."""
     cases: dict[str, Callable[[], Any]] = {
         "decide, allowed (admin, dangerous, BUILD step, API key)": lambda: decide(
-            user="bob", level="admin", tool="shell/exec", risk="dangerous", category="shell",
-            agent_tools=frozenset({"shell/exec", "file/read"}), key_id="key_1", key_scopes=("agent:execute:shell",)),
+            user="bob",
+            level="admin",
+            tool="shell/exec",
+            risk="dangerous",
+            category="shell",
+            agent_tools=frozenset({"shell/exec", "file/read"}),
+            key_id="key_1",
+            key_scopes=("agent:execute:shell",),
+        ),
         "decide, allowed (execute_basic, safe)": lambda: decide(
-            user="bob", level="execute_basic", tool="file/read", risk="safe", category="file"),
+            user="bob", level="execute_basic", tool="file/read", risk="safe", category="file"
+        ),
         "decide, denied (execute_basic, dangerous)": lambda: decide(
-            user="bob", level="execute_basic", tool="shell/exec", risk="dangerous", category="shell"),
+            user="bob", level="execute_basic", tool="shell/exec", risk="dangerous", category="shell"
+        ),
     }
     registry = Registry()
     specs = [ToolSpec(name=t, server=t.split("/")[0], tool=t.split("/")[1]) for t in TOOLS]
@@ -148,9 +173,11 @@ async def bench_concurrent(url: str, clients: int, seconds: float) -> None:
                 tg.start_soon(client, n)
         took, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         verified = await engine.audit.verify() if engine.audit is not None else None
-    print(f"  execute() x {clients} concurrent, {seconds:g} s: {len(times) / took:,.0f} calls/s  "
-          f"p50 {pct(times, 0.5):.2f} ms  p95 {pct(times, 0.95):.2f} ms  cpu {cpu / max(1, len(times)) * 1000:.2f} ms/call  "
-          f"errors {errors}  audit chain {'verifies' if verified is None or verified.ok else 'BROKEN'}")
+    print(
+        f"  execute() x {clients} concurrent, {seconds:g} s: {len(times) / took:,.0f} calls/s  "
+        f"p50 {pct(times, 0.5):.2f} ms  p95 {pct(times, 0.95):.2f} ms  cpu {cpu / max(1, len(times)) * 1000:.2f} ms/call  "
+        f"errors {errors}  audit chain {'verifies' if verified is None or verified.ok else 'BROKEN'}"
+    )
 
 
 # -- 2. history ----------------------------------------------------------------------------------
@@ -170,18 +197,31 @@ def generate(n: int, seed: int = 7) -> Iterator[tuple[Any, ...]]:
         ended: datetime | None = started + timedelta(milliseconds=duration)
         if i % 2000 == 0:
             status, ended, duration = "running", None, None
-        yield (f"exec_{int(started.timestamp() * 1000)}_{i:08x}", tool, CATEGORY_OF[tool.split("/")[0]],
-               "safe" if "read" in tool else "dangerous", status, False, user, "admin",
-               json.dumps({"path": f"/data/file_{i}.txt"}), 30000, started, ended, duration,
-               RESULT if ended else None)
+        yield (
+            f"exec_{int(started.timestamp() * 1000)}_{i:08x}",
+            tool,
+            CATEGORY_OF[tool.split("/")[0]],
+            "safe" if "read" in tool else "dangerous",
+            status,
+            False,
+            user,
+            "admin",
+            json.dumps({"path": f"/data/file_{i}.txt"}),
+            30000,
+            started,
+            ended,
+            duration,
+            RESULT if ended else None,
+        )
 
 
 def load_sqlite(path: Path, n: int) -> float:
     """Bulk-load into the migrated SQLite file; returns seconds."""
     t0 = time.perf_counter()
     conn = sqlite3.connect(path)
-    indexes = conn.execute("SELECT name, sql FROM sqlite_master WHERE type='index' AND tbl_name='executions' "
-                           "AND sql IS NOT NULL").fetchall()
+    indexes = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type='index' AND tbl_name='executions' AND sql IS NOT NULL"
+    ).fetchall()
     for name, _ in indexes:
         conn.execute(f'DROP INDEX "{name}"')
     conn.execute("PRAGMA synchronous=OFF")
@@ -211,8 +251,9 @@ def load_postgres(url: str, n: int) -> float:
 
     t0 = time.perf_counter()
     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
-        indexes = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'executions' "
-                               "AND indexname LIKE 'ix_%'").fetchall()
+        indexes = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'executions' AND indexname LIKE 'ix_%'"
+        ).fetchall()
         for name, _ in indexes:
             conn.execute(f'DROP INDEX "{name}"')
         with conn.cursor() as cur, cur.copy(f"COPY executions ({', '.join(COLUMNS)}) FROM STDIN") as copy:
@@ -270,15 +311,21 @@ async def bench_history(url: str, rows: int, samples: int) -> None:
             p50, p95 = await timed(functools.partial(engine.history_store.rows, who, query), samples)
             print(f"  {name:<44} {p50:8.2f} {p95:8.2f}  {'ok' if p95 < 50 else 'OVER TARGET (50 ms)'}")
         print(f"  {'page + totalCount + stats (the API answer)':<44}")
-        for name in (f"own page ({rows // 10:,} rows), newest 50", "own, tool filter", "own, category + one week",
-                     f"admin, everyone ({rows:,} rows), newest 100"):
+        for name in (
+            f"own page ({rows // 10:,} rows), newest 50",
+            "own, tool filter",
+            "own, category + one week",
+            f"admin, everyone ({rows:,} rows), newest 100",
+        ):
             who, query = pages[name]
             p50, p95 = await timed(functools.partial(engine.history, who, query), samples)
             print(f"  {name:<44} {p50:8.2f} {p95:8.2f}")
         snap = await engine.metrics()
         p50, p95 = await timed(engine.metrics, max(5, samples // 5))
-        print(f"  {'metrics snapshot (every tool, p50/p95 each)':<44} {p50:8.2f} {p95:8.2f}  "
-              f"({sum(t.invocations for t in snap.tools):,} invocations, {len(snap.tools)} tools)")
+        print(
+            f"  {'metrics snapshot (every tool, p50/p95 each)':<44} {p50:8.2f} {p95:8.2f}  "
+            f"({sum(t.invocations for t in snap.tools):,} invocations, {len(snap.tools)} tools)"
+        )
 
 
 async def prepare(url: str) -> None:
@@ -299,8 +346,10 @@ def sqlite_part(args: argparse.Namespace) -> None:
             return
         took = load_sqlite(path, rows)
         recount = anyio.run(rebuild_totals, url)
-        print(f"SQLite {sqlite3.sqlite_version}: {rows:,} executions loaded and indexed in {took:.1f} s, "
-              f"metrics totals recounted in {recount:.1f} s")
+        print(
+            f"SQLite {sqlite3.sqlite_version}: {rows:,} executions loaded and indexed in {took:.1f} s, "
+            f"metrics totals recounted in {recount:.1f} s"
+        )
         anyio.run(bench_history, url, rows, samples)
 
 
@@ -342,8 +391,10 @@ def postgres_part(args: argparse.Namespace) -> None:
             recount = anyio.run(rebuild_totals, url)
             with psycopg.connect(admin) as conn:
                 version = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
-            print(f"PostgreSQL {version}: {rows:,} executions loaded with COPY and indexed in {took:.1f} s, "
-                  f"metrics totals recounted in {recount:.1f} s")
+            print(
+                f"PostgreSQL {version}: {rows:,} executions loaded with COPY and indexed in {took:.1f} s, "
+                f"metrics totals recounted in {recount:.1f} s"
+            )
             anyio.run(bench_history, url, rows, samples)
         finally:
             with psycopg.connect(admin, autocommit=True) as conn:

@@ -41,9 +41,9 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from toolagent._heap import tune_collector
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
+from toolagent.engine.config import EngineConfig
 from toolagent.mcp.config import ServersConfig
 from toolagent.mcp.pool import ServerPool
-from toolagent.engine.config import EngineConfig
 from toolagent.runs import BuildRunner, plan_build
 from toolagent.runtime import Runtime
 from toolagent.store import open_store
@@ -55,7 +55,10 @@ HERE = Path(__file__).resolve().parent
 
 def agent(tools: list[str], params: dict[str, Any], mode: str = "sequential") -> LoadedAgent:
     """An in-memory agent over the bench server's tools."""
-    doc = {"metadata": {"name": "bench"}, "configuration": {"tools": tools, "toolParams": params, "toolExecutionMode": mode}}
+    doc = {
+        "metadata": {"name": "bench"},
+        "configuration": {"tools": tools, "toolParams": params, "toolExecutionMode": mode},
+    }
     text = yaml.safe_dump(doc)
     defn = load_definition_text(text)
     return LoadedAgent(defn, record_from_definition(defn, text, org="bench"), "bench")
@@ -67,23 +70,35 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def row(label: str, ours: list[float], raw: list[float], target: float | None,
-        cpu: tuple[list[float], list[float]] | None = None) -> None:
+def row(
+    label: str,
+    ours: list[float],
+    raw: list[float],
+    target: float | None,
+    cpu: tuple[list[float], list[float]] | None = None,
+) -> None:
     """Print one comparison (and, given `cpu`, this process's CPU time per sample on each side:
     a figure other load on the machine disturbs far less than the wall-clock ratio)."""
     ratio = statistics.median(ours) / statistics.median(raw)
-    verdict = "(no target)" if target is None else f"(target <= {target:.2f}) " + ("ok" if ratio <= target else "OVER TARGET")
-    print(f"{label:<44} toolagent median {statistics.median(ours) * 1000:8.2f} ms  p95 {pct(ours, 0.95) * 1000:8.2f} ms | "
-          f"raw median {statistics.median(raw) * 1000:8.2f} ms  p95 {pct(raw, 0.95) * 1000:8.2f} ms | "
-          f"ratio {ratio:5.2f} {verdict}")
+    verdict = (
+        "(no target)" if target is None else f"(target <= {target:.2f}) " + ("ok" if ratio <= target else "OVER TARGET")
+    )
+    print(
+        f"{label:<44} toolagent median {statistics.median(ours) * 1000:8.2f} ms  p95 {pct(ours, 0.95) * 1000:8.2f} ms | "
+        f"raw median {statistics.median(raw) * 1000:8.2f} ms  p95 {pct(raw, 0.95) * 1000:8.2f} ms | "
+        f"ratio {ratio:5.2f} {verdict}"
+    )
     if cpu is not None:
         ours_cpu, raw_cpu = statistics.median(cpu[0]), statistics.median(cpu[1])
-        print(f"{'':<44} CPU of this process: toolagent {ours_cpu * 1000:8.2f} ms | raw {raw_cpu * 1000:8.2f} ms | "
-              f"ratio {ours_cpu / raw_cpu:5.2f}")
+        print(
+            f"{'':<44} CPU of this process: toolagent {ours_cpu * 1000:8.2f} ms | raw {raw_cpu * 1000:8.2f} ms | "
+            f"ratio {ours_cpu / raw_cpu:5.2f}"
+        )
 
 
-async def run_vs_raw(raw: Callable[[], Awaitable[None]], runner: BuildRunner, plan: Any,
-                     rounds: int) -> tuple[list[float], list[float], tuple[list[float], list[float]]]:
+async def run_vs_raw(
+    raw: Callable[[], Awaitable[None]], runner: BuildRunner, plan: Any, rounds: int
+) -> tuple[list[float], list[float], tuple[list[float], list[float]]]:
     """`rounds` of: the raw calls (`raw()`), then `plan` run by `runner`; the wall times of each
     side and this process's CPU time (ours, raw)."""
     ours: list[float] = []
@@ -109,9 +124,13 @@ async def main(rounds: int, db: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = db or f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
         unlimited = EngineConfig.from_data({"plans": {"enterprise": {"rate_per_minute": None}}})
-        async with open_store(url) as store, ServerPool(config) as pool, \
-                Runtime(store, config=unlimited, pool=pool) as runtime, \
-                stdio_client(StdioServerParameters(**server)) as (read, write), ClientSession(read, write) as session:
+        async with (
+            open_store(url) as store,
+            ServerPool(config) as pool,
+            Runtime(store, config=unlimited, pool=pool) as runtime,
+            stdio_client(StdioServerParameters(**server)) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             me = await runtime.principals.add_user("bench", level="admin", plan="enterprise")
             await runtime.catalogue.refresh()
             bare = ToolStack(build_tool_stack(runtime.catalogue), runtime.config.default_timeout_ms)
@@ -154,7 +173,9 @@ async def main(rounds: int, db: str | None) -> None:
 
             # 3. 100 parallel 50 ms sleeps vs 100 concurrent raw calls.
             sleeps = [f"sleep_{i}" for i in range(100)]
-            par = plan_build(agent([f"bench/{n}" for n in sleeps], {f"bench/{n}": {"ms": 50} for n in sleeps}, "parallel"))
+            par = plan_build(
+                agent([f"bench/{n}" for n in sleeps], {f"bench/{n}": {"ms": 50} for n in sleeps}, "parallel")
+            )
             runner.max_concurrency = 100
 
             async def concurrent_raw() -> None:

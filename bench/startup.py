@@ -32,8 +32,14 @@ COMMANDS = {
     "python -c pass (reference)": [sys.executable, "-c", "pass"],
     "toolagent --help": [sys.executable, "-m", "toolagent.cli", "--help"],
     "toolagent sql check": [sys.executable, "-m", "toolagent.cli", "sql", "check", "SELECT id FROM users LIMIT 1"],
-    "toolagent agents validate": [sys.executable, "-m", "toolagent.cli", "agents", "validate",
-                                  str(REPO / "agents" / "supabase-agent.yaml")],
+    "toolagent agents validate": [
+        sys.executable,
+        "-m",
+        "toolagent.cli",
+        "agents",
+        "validate",
+        str(REPO / "agents" / "supabase-agent.yaml"),
+    ],
 }
 #: Opens a SQLite store (made by the warm-up run) but calls no tool: no target.
 STORE_COMMAND = "toolagent runs list (store)"
@@ -41,8 +47,12 @@ COMMANDS[STORE_COMMAND] = [sys.executable, "-m", "toolagent.cli", "--json", "run
 
 
 def _env(store: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "100",
-            "TOOLAGENT_DATABASE_URL": f"sqlite+aiosqlite:///{store}"}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "COLUMNS": "100",
+        "TOOLAGENT_DATABASE_URL": f"sqlite+aiosqlite:///{store}",
+    }
 
 
 def wall_times(argv: list[str], runs: int, store: Path) -> list[float]:
@@ -62,8 +72,14 @@ def instructions(argv: list[str], store: Path) -> int:
     env = _env(store)
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *argv], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *argv],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise SystemExit(f"callgrind gave no count for {argv}: {done.stderr[-500:]}")
@@ -74,8 +90,11 @@ def main() -> None:
     """Print one line per command: median, fastest, and whether the median meets the target."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15, help="runs per command (default 15)")
-    parser.add_argument("--instructions", action="store_true",
-                        help="count instructions under valgrind instead of timing (load-independent)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions under valgrind instead of timing (load-independent)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         measure(args, Path(tmp) / "store.db")
@@ -94,8 +113,9 @@ def measure(args: argparse.Namespace, store: Path) -> None:
     for name, argv in COMMANDS.items():
         times = wall_times(argv, args.runs, store)
         median = statistics.median(times)
-        verdict = "" if name in ("python -c pass (reference)", STORE_COMMAND) else (
-            "met" if median < TARGET_S else "NOT met")
+        verdict = (
+            "" if name in ("python -c pass (reference)", STORE_COMMAND) else ("met" if median < TARGET_S else "NOT met")
+        )
         print(f"{name:<30} {median:>9.3f} {min(times):>10.3f}  {verdict}")
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-
 from overhead import HERE, agent
+
 from toolagent._heap import tune_collector
 from toolagent.engine import audit as audit_module
 from toolagent.engine.audit import AuditLog
@@ -80,19 +80,37 @@ def _pieces() -> list[Piece]:
     nothing: Callable[..., None] = lambda *args: None  # noqa: E731
     return [
         Piece("null", "nothing left out: how far apart two identical halves land"),
-        Piece("audit-row", "the admission's audit row (spelling, hash, insert, chain head)",
-              ((AuditLog, "append_many_in", lambda self, conn, entries: []),)),
-        Piece("audit-hash", "the audit row's hash alone",
-              ((audit_module, "row_hash", lambda fields, prev, key=None: "0" * 64),)),
-        Piece("timeout", "the timeout layer: its cancel scope with a deadline, its registration for cancel by id",
-              ((TimeoutSource, "call_tool", _inner_call),)),
-        Piece("cancel-registration", "the registration for cancel by id alone",
-              ((Cancellation, "register", nothing), (Cancellation, "release", nothing))),
-        Piece("run-cancel-check", "the admission's read of its run's cancellation",
-              ((ExecutionStore, "run_cancelled_by", lambda self, conn, run_id: None),)),
+        Piece(
+            "audit-row",
+            "the admission's audit row (spelling, hash, insert, chain head)",
+            ((AuditLog, "append_many_in", lambda self, conn, entries: []),),
+        ),
+        Piece(
+            "audit-hash",
+            "the audit row's hash alone",
+            ((audit_module, "row_hash", lambda fields, prev, key=None: "0" * 64),),
+        ),
+        Piece(
+            "timeout",
+            "the timeout layer: its cancel scope with a deadline, its registration for cancel by id",
+            ((TimeoutSource, "call_tool", _inner_call),),
+        ),
+        Piece(
+            "cancel-registration",
+            "the registration for cancel by id alone",
+            ((Cancellation, "register", nothing), (Cancellation, "release", nothing)),
+        ),
+        Piece(
+            "run-cancel-check",
+            "the admission's read of its run's cancellation",
+            ((ExecutionStore, "run_cancelled_by", lambda self, conn, run_id: None),),
+        ),
         Piece("step-snapshots", "the step's hand-overs to the step writer", ((StepWriter, "put", nothing),)),
-        Piece("result-bound", "bounding the stored result",
-              ((recorded_module, "bound_result", lambda result, cap: result),)),
+        Piece(
+            "result-bound",
+            "bounding the stored result",
+            ((recorded_module, "bound_result", lambda result, cap: result),),
+        ),
         Piece("events", "the lifecycle events", ((EventBus, "emit", _no_event),)),
     ]
 
@@ -106,8 +124,11 @@ async def main(runs: int, only: set[str] | None) -> None:
     config = ServersConfig.from_data({"mcpServers": {"bench": server}})
     unlimited = EngineConfig.from_data({"plans": {"enterprise": {"rate_per_minute": None}}})
     with tempfile.TemporaryDirectory() as tmp:
-        async with open_store(f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}") as store, \
-                ServerPool(config) as pool, Runtime(store, config=unlimited, pool=pool) as runtime:
+        async with (
+            open_store(f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}") as store,
+            ServerPool(config) as pool,
+            Runtime(store, config=unlimited, pool=pool) as runtime,
+        ):
             me = await runtime.principals.add_user("bench", level="admin", plan="enterprise")
             await runtime.catalogue.refresh()
             governed = runtime.runner(CallContext(me))
@@ -115,8 +136,10 @@ async def main(runs: int, only: set[str] | None) -> None:
             for _ in range(50):
                 await governed.run(one)
             tune_collector()
-            print(f"{'piece':<20} {'with':>10} {'without':>10} {'cost':>9} {'':>6}   "
-                  f"({runs} one-step runs per piece, half without it)")
+            print(
+                f"{'piece':<20} {'with':>10} {'without':>10} {'cost':>9} {'':>6}   "
+                f"({runs} one-step runs per piece, half without it)"
+            )
             # Round-robin over the pieces, so that the machine's drift (its speed changes by the
             # second on a shared VM) falls on every piece and on both halves alike, in a new order
             # each round, so that no piece always follows the same other one.
@@ -134,8 +157,10 @@ async def main(runs: int, only: set[str] | None) -> None:
             for piece in pieces:
                 with_, without = statistics.median(times[piece.name][False]), statistics.median(times[piece.name][True])
                 cost = with_ - without
-                print(f"{piece.name:<20} {with_:8.1f} us {without:8.1f} us {cost:+7.1f} us "
-                      f"{cost / with_:+6.1%}   {piece.what}")
+                print(
+                    f"{piece.name:<20} {with_:8.1f} us {without:8.1f} us {cost:+7.1f} us "
+                    f"{cost / with_:+6.1%}   {piece.what}"
+                )
 
 
 if __name__ == "__main__":

@@ -79,10 +79,25 @@ class Workers:
     async def start(self, n: int) -> None:
         for _ in range(n):
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from toolagent.cli import main; main()", "--db", self.url, "--servers",
-                 str(self.servers), "worker", "--concurrency", str(self.concurrency), "--shutdown-grace", "5"],
+                [
+                    sys.executable,
+                    "-c",
+                    "from toolagent.cli import main; main()",
+                    "--db",
+                    self.url,
+                    "--servers",
+                    str(self.servers),
+                    "worker",
+                    "--concurrency",
+                    str(self.concurrency),
+                    "--shutdown-grace",
+                    "5",
+                ],
                 env={**os.environ, "PYTHONPATH": str(REPO / "src"), "TOOLAGENT_LOG_LEVEL": "error"},
-                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+                stderr=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                text=True,
+            )
             lines: list[str] = []
             threading.Thread(target=lambda p=proc, ls=lines: [ls.append(x) for x in p.stderr], daemon=True).start()  # type: ignore[union-attr]
             self.procs.append((proc, lines))
@@ -113,8 +128,9 @@ async def wait_final(store: Any, ids: list[str]) -> None:
 
 async def bench(url: str, args: argparse.Namespace, tmp: Path) -> None:
     servers = tmp / "mcp.json"
-    servers.write_text(json.dumps({"mcpServers": {"q": {"command": sys.executable, "args": [str(SERVER)],
-                                                        "risk": "safe"}}}))
+    servers.write_text(
+        json.dumps({"mcpServers": {"q": {"command": sys.executable, "args": [str(SERVER)], "risk": "safe"}}})
+    )
     # No rate limit or budget: the figures are the queue's and the stack's, not the plan's limits.
     unlimited = {"plans": {"enterprise": {"level": "admin", "rate_per_minute": None, "monthly_budget": None}}}
     engine_file = tmp / "engine.yaml"
@@ -140,8 +156,10 @@ async def bench(url: str, args: argparse.Namespace, tmp: Path) -> None:
             row = await store.runs.get_run(run_id)
             assert row.queued_at is not None
             latencies.append((row.started_at - row.queued_at).total_seconds() * 1000)
-        print(f"enqueue-to-start, idle worker ({args.samples} runs): p50 {pct(latencies, .5):.1f} ms, "
-              f"p95 {pct(latencies, .95):.1f} ms")
+        print(
+            f"enqueue-to-start, idle worker ({args.samples} runs): p50 {pct(latencies, 0.5):.1f} ms, "
+            f"p95 {pct(latencies, 0.95):.1f} ms"
+        )
 
         # 3. cancel-to-recorded (same single worker)
         cancels = []
@@ -159,12 +177,16 @@ async def bench(url: str, args: argparse.Namespace, tmp: Path) -> None:
                     while (await store.runs.get_run(run_id)).status != "cancelled":
                         await anyio.sleep(0.005)
             cancels.append((time.perf_counter() - t0) * 1000)
-        print(f"cancel-to-recorded ({len(cancels)} runs): p50 {pct(cancels, .5):.0f} ms, p95 {pct(cancels, .95):.0f} ms")
+        print(
+            f"cancel-to-recorded ({len(cancels)} runs): p50 {pct(cancels, 0.5):.0f} ms, p95 {pct(cancels, 0.95):.0f} ms"
+        )
         await workers.stop()
 
         # 2. throughput
-        print(f"\nruns/s ({args.runs} runs each; {args.concurrency} runs at once per worker; 4-step runs wait "
-              f"{args.io_ms:g} ms per step):")
+        print(
+            f"\nruns/s ({args.runs} runs each; {args.concurrency} runs at once per worker; 4-step runs wait "
+            f"{args.io_ms:g} ms per step):"
+        )
         print(f"{'':>14} {'no-op':>8} {'4-step':>8}")
         one: dict[str, float] = {}
         for n in (1, 2, 4):
@@ -190,6 +212,7 @@ async def bench(url: str, args: argparse.Namespace, tmp: Path) -> None:
             await runner.run(noop, {})
             figures = {}
             for name, p in (("no-op", noop), ("4-step", io4)):
+
                 async def one_run(p: Any = p) -> None:
                     async with limiter:
                         await runner.run(p, {})

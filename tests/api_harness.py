@@ -16,14 +16,22 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-
 from mcp_harness import free_port, probe_config
+
 from toolagent.store import open_store
 
 #: Risk and category of the probe server's tools, so every cell of the permission matrix is reachable.
 PROBE_RISK = {
-    "echo": "safe", "make-number": "safe", "double": "safe", "pid": "safe", "sleep": "safe", "fail": "safe",
-    "add": "moderate", "query": "dangerous", "crash": "dangerous", "add-tool": "dangerous",
+    "echo": "safe",
+    "make-number": "safe",
+    "double": "safe",
+    "pid": "safe",
+    "sleep": "safe",
+    "fail": "safe",
+    "add": "moderate",
+    "query": "dangerous",
+    "crash": "dangerous",
+    "add-tool": "dangerous",
 }
 PROBE_CATEGORY = {"echo": "memory", "make-number": "memory", "double": "memory"}
 
@@ -60,7 +68,9 @@ class User:
         return {"Authorization": f"Bearer {self.key}"}
 
 
-def provision(db: str, users: Sequence[tuple[str, str, str]], *, scopes: dict[str, list[str]] | None = None) -> dict[str, User]:
+def provision(
+    db: str, users: Sequence[tuple[str, str, str]], *, scopes: dict[str, list[str]] | None = None
+) -> dict[str, User]:
     """Create `(name, level, plan)` users with one API key each (optionally scoped) in the store at `db`."""
     from toolagent.engine.principals import Principals
 
@@ -111,8 +121,14 @@ class LiveServer:
 
 
 @contextlib.contextmanager
-def live_server(workdir: Path, servers: dict[str, Any], *, engine_config: dict[str, Any] | None = None,
-                db: str | None = None, env: dict[str, str] | None = None) -> Iterator[LiveServer]:
+def live_server(
+    workdir: Path,
+    servers: dict[str, Any],
+    *,
+    engine_config: dict[str, Any] | None = None,
+    db: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[LiveServer]:
     """Start uvicorn with the app on a free port of 127.0.0.1 and stop it afterwards.
 
     Args:
@@ -135,8 +151,12 @@ def live_server(workdir: Path, servers: dict[str, Any], *, engine_config: dict[s
     port = free_port()
     log = workdir / "server.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", LAUNCH, db, str(servers_file), str(port)], env=environ,
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", LAUNCH, db, str(servers_file), str(port)],
+            env=environ,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     server = LiveServer(f"http://127.0.0.1:{port}", db, proc, log)
     try:
         _wait_ready(server)
@@ -165,12 +185,19 @@ def _wait_ready(server: LiveServer, timeout_s: float = 60) -> None:
 def agent_body(definition: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """A PUT /api/agents/{org}/{slug} body (the agents table's record) holding `definition` as JSON text."""
     name = definition.get("metadata", {}).get("name", "agent")
-    return {"display_name": name, "agent_type": "tool", "mode_profile": "tool_full", "status": "active",
-            "yaml": json.dumps(definition), **fields}
+    return {
+        "display_name": name,
+        "agent_type": "tool",
+        "mode_profile": "tool_full",
+        "status": "active",
+        "yaml": json.dumps(definition),
+        **fields,
+    }
 
 
-def read_events(client: httpx.Client, run_id: str, *, on_event: Any = None,
-                timeout_s: float = 30) -> list[dict[str, Any]]:
+def read_events(
+    client: httpx.Client, run_id: str, *, on_event: Any = None, timeout_s: float = 30
+) -> list[dict[str, Any]]:
     """Read `/api/runs/{run_id}/events` until the server ends the stream; the parsed `data` of each
     event, in order. `on_event(data)` is called as each one arrives (e.g. to cancel mid-run)."""
     events: list[dict[str, Any]] = []

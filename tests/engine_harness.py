@@ -13,8 +13,15 @@ from toolagent.store.execution_record import Execution
 from toolagent.tools.spec import ToolResult, ToolSpec
 
 
-async def burst(engines: list[Engine], principal: Principal, n: int, tool: ToolSpec,
-                invoke: Callable[[dict[str, Any]], Awaitable[ToolResult]], *, limit_s: float = 60) -> list[Any]:
+async def burst(
+    engines: list[Engine],
+    principal: Principal,
+    n: int,
+    tool: ToolSpec,
+    invoke: Callable[[dict[str, Any]], Awaitable[ToolResult]],
+    *,
+    limit_s: float = 60,
+) -> list[Any]:
     """`n` calls of `tool` at once, spread over `engines`; each result is an Execution or the
     refusal raised (rate limit, budget, denial)."""
     results: list[Any] = []

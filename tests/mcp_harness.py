@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import NODE_BIN, REPO_ROOT
+
 from toolagent.mcp.config import ServersConfig
 
 PROBE = REPO_ROOT / "tests" / "servers" / "probe_server.py"
@@ -50,8 +51,9 @@ def http_probe(log: Path | None = None) -> Iterator[str]:
     """The probe server over streamable HTTP on 127.0.0.1; yields its URL."""
     port = free_port()
     env = {**os.environ, **({"PROBE_LOG": str(log)} if log else {})}
-    proc = subprocess.Popen([sys.executable, str(PROBE), "http", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(PROBE), "http", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

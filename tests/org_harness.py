@@ -21,8 +21,13 @@ from toolagent.store import open_store
 OPERATOR_NAME = "ops"
 
 
-def definition(name: str, tools: Sequence[str] = ("probe/echo",), *, security: dict[str, Any] | None = None,
-               params: dict[str, Any] | None = None) -> dict[str, Any]:
+def definition(
+    name: str,
+    tools: Sequence[str] = ("probe/echo",),
+    *,
+    security: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """An agent definition; `security` becomes its `configuration.security` block when given."""
     configuration: dict[str, Any] = {"tools": list(tools), "toolParams": params or {}}
     if security is not None:
@@ -32,12 +37,22 @@ def definition(name: str, tools: Sequence[str] = ("probe/echo",), *, security: d
 
 def body(defn: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """A PUT /api/agents body holding `defn` as JSON text."""
-    return {"display_name": defn["metadata"]["name"], "agent_type": "tool", "mode_profile": "tool_full",
-            "status": "active", "yaml": json.dumps(defn), **fields}
+    return {
+        "display_name": defn["metadata"]["name"],
+        "agent_type": "tool",
+        "mode_profile": "tool_full",
+        "status": "active",
+        "yaml": json.dumps(defn),
+        **fields,
+    }
 
 
-async def provision(url: str, users: Sequence[tuple[str, str]], *, scopes: dict[str, list[str]] | None = None,
-                    ) -> dict[str, str]:
+async def provision(
+    url: str,
+    users: Sequence[tuple[str, str]],
+    *,
+    scopes: dict[str, list[str]] | None = None,
+) -> dict[str, str]:
     """Add `(name, level)` users with one API key each; returns name -> key."""
     keys: dict[str, str] = {}
     async with open_store(url) as store:
@@ -83,6 +98,9 @@ async def api_clients(url: str, keys: dict[str, str]) -> AsyncIterator[dict[str,
         transport = httpx.ASGITransport(app=app)
         clients = {}
         for name, key in keys.items():
-            clients[name] = await stack.enter_async_context(httpx.AsyncClient(
-                transport=transport, base_url="http://api", headers={"Authorization": f"Bearer {key}"}, timeout=30))
+            clients[name] = await stack.enter_async_context(
+                httpx.AsyncClient(
+                    transport=transport, base_url="http://api", headers={"Authorization": f"Bearer {key}"}, timeout=30
+                )
+            )
         yield clients

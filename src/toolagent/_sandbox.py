@@ -133,7 +133,9 @@ def _check_binop(operator: str, left: Any, right: Any, limits: TemplateLimits) -
     elif operator == "+":
         a, b = _sized(left), _sized(right)
         if a is not None and b is not None and a + b > limits.max_output_chars:
-            raise LimitExceeded(f"joining values of length {a} and {b} is over {limits.max_output_chars} (max_output_chars)")
+            raise LimitExceeded(
+                f"joining values of length {a} and {b} is over {limits.max_output_chars} (max_output_chars)"
+            )
     elif operator == "%" and isinstance(left, str):
         raise LimitExceeded("printf-style '%' formatting of strings is not allowed in templates (use ~ to join)")
 
@@ -247,7 +249,9 @@ def build_environment(finalize: Callable[[Any], Any]) -> BoundedEnvironment:
     Args:
         finalize: how a value appears in rendered text.
     """
-    env = BoundedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=finalize)
+    env = BoundedEnvironment(
+        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=finalize
+    )
     # No globals: `range`, `dict`, `lipsum`, `cycler`... are not needed by parameter templates.
     env.globals.clear()
     env.filters = {name: _bounded_filter(name, f) for name, f in env.filters.items() if name in SAFE_FILTERS}

@@ -176,11 +176,11 @@ class ExecutionDenied(PermissionDenied):
 
     def __init__(self, decision: Any, *, tool: str, level: str, risk: str, execution_id: str | None = None) -> None:
         """Args:
-            decision: The gate's `Decision` (its `code` and `reason`).
-            tool: The qualified tool name.
-            level: The caller's level.
-            risk: The tool's risk.
-            execution_id: The denial's execution record.
+        decision: The gate's `Decision` (its `code` and `reason`).
+        tool: The qualified tool name.
+        level: The caller's level.
+        risk: The tool's risk.
+        execution_id: The denial's execution record.
         """
         self.decision = decision
         self.denial: str = decision.code or "level"

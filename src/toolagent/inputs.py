@@ -81,12 +81,15 @@ def check_value(value: Any, field: str = "") -> None:
             continue
         elif isinstance(item, int):
             if abs(item) > MAX_JSON_INT:
-                raise InputProblem(where or "body", f"integer {str(item)[:20]}... is larger than 64 bits: "
-                                  "send it as a string")
+                raise InputProblem(
+                    where or "body", f"integer {str(item)[:20]}... is larger than 64 bits: send it as a string"
+                )
         elif isinstance(item, float):
             if not math.isfinite(item):
-                raise InputProblem(where or "body", "number is too large for a double (or not finite): "
-                                  "send a smaller number or a string")
+                raise InputProblem(
+                    where or "body",
+                    "number is too large for a double (or not finite): send a smaller number or a string",
+                )
         elif isinstance(item, (dict, list)):
             if depth >= MAX_JSON_DEPTH:
                 raise InputProblem(where or "body", f"nested deeper than {MAX_JSON_DEPTH} levels: flatten the value")
@@ -109,8 +112,9 @@ def parse_json(raw: bytes | str, field: str = "body") -> Any:
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise InputProblem(field, f"is not UTF-8 (byte {exc.start}): send UTF-8 encoded JSON",
-                               unparsable=True) from None
+            raise InputProblem(
+                field, f"is not UTF-8 (byte {exc.start}): send UTF-8 encoded JSON", unparsable=True
+            ) from None
     try:
         value = json.loads(raw, parse_constant=_refuse_constant)
     except InputProblem as exc:
@@ -118,8 +122,9 @@ def parse_json(raw: bytes | str, field: str = "body") -> Any:
     except RecursionError:
         raise InputProblem(field, f"nested deeper than {MAX_JSON_DEPTH} levels: flatten the value") from None
     except json.JSONDecodeError as exc:
-        raise InputProblem(field, f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                           unparsable=True) from None
+        raise InputProblem(
+            field, f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", unparsable=True
+        ) from None
     except ValueError:  # an integer of more digits than Python converts
         raise InputProblem(field, "holds an integer of thousands of digits: send it as a string") from None
     check_value(value, "" if field == "body" else field)

@@ -33,8 +33,16 @@ import jinja2.meta
 from jinja2 import nodes
 from jinja2.environment import TemplateExpression
 
-from ._sandbox import DEFAULT_LIMITS, LimitExceeded, TemplateLimits, bound_tree, build_environment, end_budget
-from ._sandbox import start_budget, uses_reserved_names
+from ._sandbox import (
+    DEFAULT_LIMITS,
+    LimitExceeded,
+    TemplateLimits,
+    bound_tree,
+    build_environment,
+    end_budget,
+    start_budget,
+    uses_reserved_names,
+)
 from .errors import TemplateError
 
 #: Names a template may start a reference with.
@@ -99,9 +107,10 @@ def _is_reference(n: nodes.Node) -> bool:
 def _only_references(tree: nodes.Template) -> bool:
     """True when a template is text and bare references only: rendering it costs no more than
     copying the values it names, so it needs no worker thread."""
-    return all(isinstance(out, nodes.Output)
-               and all(isinstance(n, nodes.TemplateData) or _is_reference(n) for n in out.nodes)
-               for out in tree.body)
+    return all(
+        isinstance(out, nodes.Output) and all(isinstance(n, nodes.TemplateData) or _is_reference(n) for n in out.nodes)
+        for out in tree.body
+    )
 
 
 def _reference_paths(node: nodes.Node) -> list[list[str]]:
@@ -196,7 +205,9 @@ class Template:
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(f"malformed template {source!r}: {exc.message}", path=where or None) from exc
         except (RecursionError, ValueError, MemoryError) as exc:
-            raise TemplateError(f"template {source[:80]!r} cannot be parsed: {type(exc).__name__}", path=where or None) from exc
+            raise TemplateError(
+                f"template {source[:80]!r} cannot be parsed: {type(exc).__name__}", path=where or None
+            ) from exc
         roots = jinja2.meta.find_undeclared_variables(tree)
         unknown = sorted(roots - TEMPLATE_ROOTS)
         if unknown:
@@ -206,8 +217,9 @@ class Template:
                 path=where or None,
             )
         paths = tuple(tuple(p) for p in _reference_paths(tree))
-        return cls(source=source, single=match is not None, _compiled=compiled, _paths=paths,
-                   plain=_only_references(tree))
+        return cls(
+            source=source, single=match is not None, _compiled=compiled, _paths=paths, plain=_only_references(tree)
+        )
 
     def render(self, context: Mapping[str, Any], *, where: str = "", limits: TemplateLimits = DEFAULT_LIMITS) -> Any:
         """Render against `context` within `limits` (a render already under way shares its budget).
@@ -234,7 +246,9 @@ class Template:
         except RecursionError as exc:
             raise TemplateError(f"template {self.source[:80]!r} recursed too deeply", path=where or None) from exc
         except jinja2.exceptions.SecurityError as exc:
-            raise TemplateError(f"template {self.source!r} was refused by the sandbox: {exc}", path=where or None) from exc
+            raise TemplateError(
+                f"template {self.source!r} was refused by the sandbox: {exc}", path=where or None
+            ) from exc
         except jinja2.UndefinedError as exc:
             raise TemplateError(f"template {self.source!r}: {exc.message}", path=where or None) from exc
         except (TypeError, ValueError, ArithmeticError, LookupError) as exc:
@@ -373,5 +387,3 @@ def _collect(value: Any, found: set[str]) -> None:
 def render_value(source: str, context: Mapping[str, Any]) -> Any:
     """Parse and render one string in a single call (for ad-hoc use and tests)."""
     return Template.parse(source).render(context)
-
-

@@ -78,18 +78,18 @@ class Runtime:
         sql_tools_require_agent: bool | None = None,
     ) -> None:
         """Args:
-            store: The store (SQLite or PostgreSQL), migrated.
-            config: Plans, limits, timeouts, tool overrides (default `EngineConfig()`; entry points
-                pass `EngineConfig.load()`).
-            pool: The MCP servers (entered by the caller); None: tools come from `catalogue.add`.
-            clock: Wall clock in seconds since the epoch: timestamps, ids, rate windows, budgets.
-            audit: Where decisions and outcomes go (default: the store's audit log; None: nowhere).
-            owner: This process's identity on running rows (default: the current process).
-            flow_cap: How much of a step's result later steps and deliverables see.
-            bounds: Byte caps on stored and answered results and deliverables (default: from
-                `TOOLAGENT_MAX_RESULT_BYTES` / `TOOLAGENT_MAX_DELIVERABLE_BYTES`).
-            sql_tools_require_agent: Refuse direct calls of SQL-taking tools made under no agent
-                (default: `TOOLAGENT_SQL_TOOLS_REQUIRE_AGENT`, else off).
+        store: The store (SQLite or PostgreSQL), migrated.
+        config: Plans, limits, timeouts, tool overrides (default `EngineConfig()`; entry points
+            pass `EngineConfig.load()`).
+        pool: The MCP servers (entered by the caller); None: tools come from `catalogue.add`.
+        clock: Wall clock in seconds since the epoch: timestamps, ids, rate windows, budgets.
+        audit: Where decisions and outcomes go (default: the store's audit log; None: nowhere).
+        owner: This process's identity on running rows (default: the current process).
+        flow_cap: How much of a step's result later steps and deliverables see.
+        bounds: Byte caps on stored and answered results and deliverables (default: from
+            `TOOLAGENT_MAX_RESULT_BYTES` / `TOOLAGENT_MAX_DELIVERABLE_BYTES`).
+        sql_tools_require_agent: Refuse direct calls of SQL-taking tools made under no agent
+            (default: `TOOLAGENT_SQL_TOOLS_REQUIRE_AGENT`, else off).
         """
         self.store = store
         self.db = store.db
@@ -116,17 +116,26 @@ class Runtime:
         self.audit: AuditLog | None = AuditLog(self.db) if isinstance(audit, _DefaultAudit) else audit
         self.owner = owner or Owner.current()
         self.recorder = Recorder(self.db, self.executions, self.audit, self.events, self.owner)
-        self.cancellation = Cancellation(self.executions, self.recorder, self.owner,
-                                         poll_s=self.config.cancel_poll_ms / 1000, clock=clock)
+        self.cancellation = Cancellation(
+            self.executions, self.recorder, self.owner, poll_s=self.config.cancel_poll_ms / 1000, clock=clock
+        )
         self.catalogue = Catalogue(pool, self.config, on_registered=self._registered)
         self.tools = ToolStack(
-            build_tool_stack(self.catalogue, recorder=self.recorder, limits=self.limits,
-                             cancellation=self.cancellation, clock=clock, max_result_bytes=bounds.max_result_bytes,
-                             sql_tools_require_agent=sql_tools_require_agent),
-            default_timeout_ms=self.config.default_timeout_ms, clock=clock,
+            build_tool_stack(
+                self.catalogue,
+                recorder=self.recorder,
+                limits=self.limits,
+                cancellation=self.cancellation,
+                clock=clock,
+                max_result_bytes=bounds.max_result_bytes,
+                sql_tools_require_agent=sql_tools_require_agent,
+            ),
+            default_timeout_ms=self.config.default_timeout_ms,
+            clock=clock,
         )
-        self.reads = Reads(self.config, self.executions, self.history_store, self.metrics_store, self.limits,
-                           self.catalogue, clock)
+        self.reads = Reads(
+            self.config, self.executions, self.history_store, self.metrics_store, self.limits, self.catalogue, clock
+        )
         self._stack: AsyncExitStack | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._pending: list[Event] = []
@@ -177,8 +186,11 @@ class Runtime:
         await self.aclose()
 
     def _registered(self, entry: ToolEntry) -> None:
-        event = Event("tool_registered", tool=entry.name,
-                      data={"category": entry.category, "risk": entry.risk, "riskSource": entry.risk_source})
+        event = Event(
+            "tool_registered",
+            tool=entry.name,
+            data={"category": entry.category, "risk": entry.risk, "riskSource": entry.risk_source},
+        )
         if self._tg is not None:
             self._tg.start_soon(self.events.emit, event)
         else:
@@ -199,15 +211,22 @@ class Runtime:
         """
         return await self.principals.resolve_cli_user(user)
 
-    def runner(self, context: CallContext, *, max_concurrency: int | None = None,
-               default_timeout_s: float | None = None) -> BuildRunner:
+    def runner(
+        self, context: CallContext, *, max_concurrency: int | None = None, default_timeout_s: float | None = None
+    ) -> BuildRunner:
         """A BUILD runner whose every step goes through this runtime's tool stack as `context`'s caller."""
         from .runs.flow import FlowCap
         from .runs.runner import DEFAULT_MAX_CONCURRENCY, BuildRunner
 
-        return BuildRunner(self.tools, self.store, context, default_timeout_s=default_timeout_s,
-                           max_concurrency=max_concurrency or DEFAULT_MAX_CONCURRENCY,
-                           flow_cap=self.flow_cap or FlowCap(), bounds=self.bounds)
+        return BuildRunner(
+            self.tools,
+            self.store,
+            context,
+            default_timeout_s=default_timeout_s,
+            max_concurrency=max_concurrency or DEFAULT_MAX_CONCURRENCY,
+            flow_cap=self.flow_cap or FlowCap(),
+            bounds=self.bounds,
+        )
 
     # -- cancellation and reads (see `tools/cancellation.py` and `engine/reads.py`) -----------------
 
@@ -248,8 +267,9 @@ class Runtime:
         """Statistics of the executions `filters` match."""
         return await self.reads.stats(principal, filters, **kwargs)
 
-    async def metrics(self, tool: str | None = None, *, principal: Principal | None = None,
-                      categories: frozenset[str] | None = None) -> MetricsSnapshot:
+    async def metrics(
+        self, tool: str | None = None, *, principal: Principal | None = None, categories: frozenset[str] | None = None
+    ) -> MetricsSnapshot:
         """Every figure (about one tool), scoped to `principal` when given, else to `categories`."""
         return await self.reads.metrics(tool, principal=principal, categories=categories)
 

@@ -168,12 +168,23 @@ class Settings(EnvSettings):
             field = str(first["loc"][0]) if first["loc"] else ""
             var = ENV_PREFIX + field.upper()
             raw: Any = first.get("input")
-            kind = ("a positive integer" if field.startswith("flow_max_") or field == "commit_batch_max"
-                    else "inprocess or queue" if field == "execution" else "a positive number"
-                    if field == "worker_stalled_s" else "a number >= 0" if field == "commit_window_ms"
-                    else "a number of seconds, 0 or more" if field == "job_retention_s"
-                    else f"an integer of at least {_minimum(field)}" if _minimum(field)
-                    else "true or false" if field == "sql_tools_require_agent" else "valid")
+            kind = (
+                "a positive integer"
+                if field.startswith("flow_max_") or field == "commit_batch_max"
+                else "inprocess or queue"
+                if field == "execution"
+                else "a positive number"
+                if field == "worker_stalled_s"
+                else "a number >= 0"
+                if field == "commit_window_ms"
+                else "a number of seconds, 0 or more"
+                if field == "job_retention_s"
+                else f"an integer of at least {_minimum(field)}"
+                if _minimum(field)
+                else "true or false"
+                if field == "sql_tools_require_agent"
+                else "valid"
+            )
             raise UsageError(f"{var} must be {kind}, got {raw!r}") from exc
 
 

@@ -52,7 +52,7 @@ class StubToolSource(ToolSource):
 
     def __init__(self, config: EngineConfig | None = None) -> None:
         """Args:
-            config: Operator overrides for the classification (category, risk, enabled).
+        config: Operator overrides for the classification (category, risk, enabled).
         """
         self.registry = Registry(config)
         self._handlers: dict[str, Handler] = {}
@@ -60,14 +60,33 @@ class StubToolSource(ToolSource):
         self.calls: list[tuple[str, dict[str, Any]]] = []
         """`(tool, arguments)` of every call that reached this source, in order."""
 
-    def add(self, name: str, handler: Handler, *, risk: str | None = "safe", category: str | None = None,
-            input_schema: dict[str, Any] | None = None, takes_sql: bool = False, timeout_s: float | None = None,
-            annotations: dict[str, Any] | None = None, trusted: bool = False) -> ToolSpec:
+    def add(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        risk: str | None = "safe",
+        category: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        takes_sql: bool = False,
+        timeout_s: float | None = None,
+        annotations: dict[str, Any] | None = None,
+        trusted: bool = False,
+    ) -> ToolSpec:
         """Add a tool named `server/tool`; returns its spec."""
         server, tool = split_name(name)
-        spec = ToolSpec(name=name, server=server, tool=tool, input_schema=input_schema or {"type": "object"},
-                        risk=risk, category=category, takes_sql=takes_sql, timeout_s=timeout_s,
-                        annotations=annotations or {}, trusted=trusted)
+        spec = ToolSpec(
+            name=name,
+            server=server,
+            tool=tool,
+            input_schema=input_schema or {"type": "object"},
+            risk=risk,
+            category=category,
+            takes_sql=takes_sql,
+            timeout_s=timeout_s,
+            annotations=annotations or {},
+            trusted=trusted,
+        )
         self._handlers[name] = handler
         self._specs = [s for s in self._specs if s.name != name] + [spec]
         self.registry.update(self._specs)
@@ -107,8 +126,9 @@ def in_memory_pool(servers: Mapping[str, Any], options: Mapping[str, Mapping[str
     from .mcp.config import ServersConfig
     from .mcp.pool import ServerPool
 
-    config = ServersConfig.from_data({"mcpServers": {
-        name: {"command": "in-memory", **dict((options or {}).get(name, {}))} for name in servers}})
+    config = ServersConfig.from_data(
+        {"mcpServers": {name: {"command": "in-memory", **dict((options or {}).get(name, {}))} for name in servers}}
+    )
 
     @contextlib.asynccontextmanager
     async def connect(params: Any, *, errlog: Any, message_handler: Any = None, **_: Any) -> AsyncIterator[Any]:
@@ -133,9 +153,16 @@ async def temp_store(directory: str | Path | None = None) -> AsyncIterator[Store
 
 
 @contextlib.asynccontextmanager
-async def test_runtime(store: Store, pool: ServerPool | None = None, *, user: str = "tester", level: str = "admin",
-                       plan: str = "enterprise", config: EngineConfig | None = None,
-                       **options: Any) -> AsyncIterator[tuple[Runtime, Principal]]:
+async def test_runtime(
+    store: Store,
+    pool: ServerPool | None = None,
+    *,
+    user: str = "tester",
+    level: str = "admin",
+    plan: str = "enterprise",
+    config: EngineConfig | None = None,
+    **options: Any,
+) -> AsyncIterator[tuple[Runtime, Principal]]:
     """A started runtime over `store` (and `pool`, entered here) and a user to call as.
 
     The config defaults to no rate limits (`UNLIMITED`), so tests count nothing by accident.
@@ -146,7 +173,8 @@ async def test_runtime(store: Store, pool: ServerPool | None = None, *, user: st
         if pool is not None:
             await stack.enter_async_context(pool)
         runtime = await stack.enter_async_context(
-            Runtime(store, config=config or EngineConfig.from_data(UNLIMITED), pool=pool, **options))
+            Runtime(store, config=config or EngineConfig.from_data(UNLIMITED), pool=pool, **options)
+        )
         principal = await runtime.principals.add_user(user, level=level, plan=plan)
         yield runtime, principal
 

@@ -17,31 +17,57 @@ from typing import Any
 
 import httpx
 import pytest
-
-from api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision, read_events
-from api_harness import as_user, server, users  # noqa: F401  (fixtures)
+from api_harness import (  # noqa: F401  (fixtures)
+    LiveServer,
+    User,
+    agent_body,
+    as_user,
+    live_server,
+    probe_servers,
+    provision,
+    read_events,
+    server,
+    users,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
 USERS = [
-    ("ann", "admin", "enterprise"), ("adv", "execute_advanced", "enterprise"), ("bob", "execute_basic", "enterprise"),
-    ("carol", "execute_basic", "enterprise"), ("viewer", "view_only", "enterprise"), ("memadmin", "admin", "enterprise"),
+    ("ann", "admin", "enterprise"),
+    ("adv", "execute_advanced", "enterprise"),
+    ("bob", "execute_basic", "enterprise"),
+    ("carol", "execute_basic", "enterprise"),
+    ("viewer", "view_only", "enterprise"),
+    ("memadmin", "admin", "enterprise"),
 ]
 ENGINE_CONFIG = {"plans": {"enterprise": {"rate_per_minute": 100_000}}, "cancel_poll_ms": 50}
 
 
-def definition(name: str, tools: list[str], params: dict[str, dict[str, Any]] | None = None,
-               **configuration: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "displayName": name.title(), "version": "1.0.0", "type": "tool"},
-            "configuration": {"tools": tools, "toolParams": params or {}, **configuration}}
+def definition(
+    name: str, tools: list[str], params: dict[str, dict[str, Any]] | None = None, **configuration: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "displayName": name.title(), "version": "1.0.0", "type": "tool"},
+        "configuration": {"tools": tools, "toolParams": params or {}, **configuration},
+    }
 
 
-CHAIN = definition("chain", ["probe/echo", "probe/make-number", "probe/double"], {
-    "probe/echo": {"text": "{{payload.text}}"}, "probe/make-number": {"value": 21}})
-RISKY = definition("risky", ["probe/echo", "probe/query"], {
-    "probe/echo": {"text": "before the query"}, "probe/query": {"sql": "select 1"}})
-SLEEPER = definition("sleeper", ["probe/sleep", "probe/echo"], {
-    "probe/sleep": {"seconds": "{{payload.seconds}}"}, "probe/echo": {"text": "after the sleep"}}, stopOnError=False)
+CHAIN = definition(
+    "chain",
+    ["probe/echo", "probe/make-number", "probe/double"],
+    {"probe/echo": {"text": "{{payload.text}}"}, "probe/make-number": {"value": 21}},
+)
+RISKY = definition(
+    "risky",
+    ["probe/echo", "probe/query"],
+    {"probe/echo": {"text": "before the query"}, "probe/query": {"sql": "select 1"}},
+)
+SLEEPER = definition(
+    "sleeper",
+    ["probe/sleep", "probe/echo"],
+    {"probe/sleep": {"seconds": "{{payload.seconds}}"}, "probe/echo": {"text": "after the sleep"}},
+    stopOnError=False,
+)
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +109,21 @@ def steps(run: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_every_route_needs_a_valid_key(server: LiveServer) -> None:
-    routes = [("GET", "/api/agents"), ("GET", "/api/agents/demo/chain"), ("PUT", "/api/agents/demo/chain"),
-              ("DELETE", "/api/agents/demo/chain"), ("POST", "/api/agents/demo/chain/build"),
-              ("GET", "/api/runs/run_1_x"), ("POST", "/api/runs/run_1_x/cancel"), ("GET", "/api/runs/run_1_x/events"),
-              ("GET", "/api/deliverables/dlv_1_x"), ("GET", "/api/orgs"), ("GET", "/api/orgs/demo/members"),
-              ("PUT", "/api/orgs/demo/members/bob"), ("DELETE", "/api/orgs/demo/members/bob")]
+    routes = [
+        ("GET", "/api/agents"),
+        ("GET", "/api/agents/demo/chain"),
+        ("PUT", "/api/agents/demo/chain"),
+        ("DELETE", "/api/agents/demo/chain"),
+        ("POST", "/api/agents/demo/chain/build"),
+        ("GET", "/api/runs/run_1_x"),
+        ("POST", "/api/runs/run_1_x/cancel"),
+        ("GET", "/api/runs/run_1_x/events"),
+        ("GET", "/api/deliverables/dlv_1_x"),
+        ("GET", "/api/orgs"),
+        ("GET", "/api/orgs/demo/members"),
+        ("PUT", "/api/orgs/demo/members/bob"),
+        ("DELETE", "/api/orgs/demo/members/bob"),
+    ]
     with httpx.Client(base_url=server.url) as anonymous:
         assert anonymous.get("/health").json()["status"] == "ok"
         assert anonymous.get("/ready").status_code == 200
@@ -135,32 +171,57 @@ def test_put_inserts_updates_and_accepts_a_seed_record(as_user: dict[str, httpx.
     changed = bob.put("/api/agents/team/upserted", json=agent_body(defn, description="second", version="1.0.1"))
     assert changed.json()["outcome"] == "updated" and changed.json()["agent"]["description"] == "second"
     # A seed record, keys included, as it is.
-    seed = {"organization_slug": "team", "slug": "seeded", **agent_body(defn),
-            "context": {"supported_modes": ["build"]}}
+    seed = {
+        "organization_slug": "team",
+        "slug": "seeded",
+        **agent_body(defn),
+        "context": {"supported_modes": ["build"]},
+    }
     seeded = bob.put("/api/agents/team/seeded", json=seed)
     assert seeded.status_code == 200 and seeded.json()["outcome"] == "inserted", seeded.text
     team = bob.get("/api/agents", params={"org": "team"}).json()["agents"]
     assert [a["slug"] for a in team] == ["seeded", "upserted"]
 
 
-@pytest.mark.parametrize(("body", "expected_fields", "needles"), [
-    (agent_body(definition("x", ["echo"])), {"yaml.configuration.tools[0]"},
-     ("Tool 'echo' must include namespace: expected 'namespace/tool'",)),
-    (agent_body({"metadata": {"name": "x"}, "configuration": {"tools": ["probe/echo"], "toolParms": {}}}),
-     {"yaml.configuration.toolParms"}, ("unknown key 'toolParms'", "did you mean 'toolParams'?")),
-    (agent_body(definition("x", [])), {"yaml.configuration.tools"}, ("No tools configured",)),
-    (agent_body(definition("x", ["probe/echo"], {"probe/echo": {"text": "{{payload.text"}})),
-     {"yaml.configuration.toolParams.probe/echo.text"}, ()),
-    (agent_body(definition("x", ["probe/echo", "nope"], {"probe/echo": {"text": "x"}}, toolExecutionMode="sideways")),
-     {"yaml.configuration.tools[1]", "yaml.configuration.toolExecutionMode"}, ()),
-    ({**agent_body(definition("x", ["probe/echo"])), "yaml": "metadata: [unclosed"}, {"yaml"}, ()),
-    ({k: v for k, v in agent_body(definition("x", ["probe/echo"])).items() if k != "display_name"},
-     {"display_name"}, ()),
-    ({**agent_body(definition("x", ["probe/echo"])), "colour": "red"}, {"colour"}, ()),
-    ({**agent_body(definition("x", ["probe/echo"])), "slug": "other"}, {"slug"}, ("the path says 'bad'",)),
-])
-def test_invalid_put_is_400_naming_each_field(as_user: dict[str, httpx.Client], body: dict[str, Any],
-                                              expected_fields: set[str], needles: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("body", "expected_fields", "needles"),
+    [
+        (
+            agent_body(definition("x", ["echo"])),
+            {"yaml.configuration.tools[0]"},
+            ("Tool 'echo' must include namespace: expected 'namespace/tool'",),
+        ),
+        (
+            agent_body({"metadata": {"name": "x"}, "configuration": {"tools": ["probe/echo"], "toolParms": {}}}),
+            {"yaml.configuration.toolParms"},
+            ("unknown key 'toolParms'", "did you mean 'toolParams'?"),
+        ),
+        (agent_body(definition("x", [])), {"yaml.configuration.tools"}, ("No tools configured",)),
+        (
+            agent_body(definition("x", ["probe/echo"], {"probe/echo": {"text": "{{payload.text"}})),
+            {"yaml.configuration.toolParams.probe/echo.text"},
+            (),
+        ),
+        (
+            agent_body(
+                definition("x", ["probe/echo", "nope"], {"probe/echo": {"text": "x"}}, toolExecutionMode="sideways")
+            ),
+            {"yaml.configuration.tools[1]", "yaml.configuration.toolExecutionMode"},
+            (),
+        ),
+        ({**agent_body(definition("x", ["probe/echo"])), "yaml": "metadata: [unclosed"}, {"yaml"}, ()),
+        (
+            {k: v for k, v in agent_body(definition("x", ["probe/echo"])).items() if k != "display_name"},
+            {"display_name"},
+            (),
+        ),
+        ({**agent_body(definition("x", ["probe/echo"])), "colour": "red"}, {"colour"}, ()),
+        ({**agent_body(definition("x", ["probe/echo"])), "slug": "other"}, {"slug"}, ("the path says 'bad'",)),
+    ],
+)
+def test_invalid_put_is_400_naming_each_field(
+    as_user: dict[str, httpx.Client], body: dict[str, Any], expected_fields: set[str], needles: tuple[str, ...]
+) -> None:
     response = as_user["bob"].put("/api/agents/demo/bad", json=body)
     error = assert_error(response, 400, "BAD_REQUEST", *needles)
     assert fields(error) == expected_fields, error
@@ -178,8 +239,15 @@ def test_delete_needs_the_orgs_editor_role(as_user: dict[str, httpx.Client]) -> 
     # bob started `demo` with its first agent (the module's fixture), so he is its admin.
     bob, carol, adv, ann = as_user["bob"], as_user["carol"], as_user["adv"], as_user["ann"]
     assert bob.put("/api/agents/demo/doomed", json=agent_body(definition("doomed", ["probe/echo"]))).status_code == 200
-    assert_error(carol.delete("/api/agents/demo/doomed"), 403, "FORBIDDEN", "carol", "editor role", "'demo'",
-                 "toolagent orgs grant demo carol --role editor")
+    assert_error(
+        carol.delete("/api/agents/demo/doomed"),
+        403,
+        "FORBIDDEN",
+        "carol",
+        "editor role",
+        "'demo'",
+        "toolagent orgs grant demo carol --role editor",
+    )
     assert_error(adv.delete("/api/agents/demo/doomed"), 403, "FORBIDDEN", "adv")
     assert bob.get("/api/agents/demo/doomed").status_code == 200
     granted = bob.put("/api/orgs/demo/members/carol", json={"role": "editor"})
@@ -230,9 +298,16 @@ def test_sync_build_answers_with_the_run_and_its_deliverable(as_user: dict[str, 
 
 def test_build_overrides_and_format(as_user: dict[str, httpx.Client]) -> None:
     bob = as_user["bob"]
-    body = build(bob, "chain", payload={"text": "ignored"}, tools=["probe/echo", "probe/fail", "probe/double"],
-                 toolParams={"probe/echo": {"text": "overridden"}, "probe/double": {"value": 2}},
-                 toolExecutionMode="parallel", stopOnError=False, format="markdown").json()
+    body = build(
+        bob,
+        "chain",
+        payload={"text": "ignored"},
+        tools=["probe/echo", "probe/fail", "probe/double"],
+        toolParams={"probe/echo": {"text": "overridden"}, "probe/double": {"value": 2}},
+        toolExecutionMode="parallel",
+        stopOnError=False,
+        format="markdown",
+    ).json()
     run = body["run"]
     assert body["success"] is False and run["status"] == "failed" and run["executionMode"] == "parallel"
     assert run["overrides"]["toolExecutionMode"] == "parallel" and run["stopOnError"] is False
@@ -241,22 +316,31 @@ def test_build_overrides_and_format(as_user: dict[str, httpx.Client]) -> None:
     assert "deliberate failure" in run["steps"][1]["error"]
     assert body["deliverable"]["format"] == "markdown" and body["deliverable"]["content"].startswith("#")
 
-    stopped = build(bob, "chain", payload={"text": "x"}, tools=["probe/fail", "probe/echo"],
-                    toolParams={"probe/echo": {"text": "never"}}).json()["run"]
+    stopped = build(
+        bob,
+        "chain",
+        payload={"text": "x"},
+        tools=["probe/fail", "probe/echo"],
+        toolParams={"probe/echo": {"text": "never"}},
+    ).json()["run"]
     assert steps(stopped) == [("probe/fail", "failed"), ("probe/echo", "skipped")]
 
 
-@pytest.mark.parametrize(("body", "expected_fields"), [
-    ({"tools": ["probe/echo", "echo"]}, {"tools[1]"}),
-    ({"tools": []}, {"tools"}),
-    ({"toolExecutionMode": "sideways"}, {"toolExecutionMode"}),
-    ({"stopOnError": "sometimes"}, {"stopOnError"}),
-    ({"format": "pdf", "tool": ["probe/echo"]}, {"format", "tool"}),
-    ({"payload": []}, {"payload"}),
-    ({"toolParams": {"probe/echo": {"text": "{{payload.x"}}}, {"toolParams.probe/echo.text"}),
-])
-def test_invalid_build_body_is_400_naming_each_field(as_user: dict[str, httpx.Client], body: dict[str, Any],
-                                                     expected_fields: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("body", "expected_fields"),
+    [
+        ({"tools": ["probe/echo", "echo"]}, {"tools[1]"}),
+        ({"tools": []}, {"tools"}),
+        ({"toolExecutionMode": "sideways"}, {"toolExecutionMode"}),
+        ({"stopOnError": "sometimes"}, {"stopOnError"}),
+        ({"format": "pdf", "tool": ["probe/echo"]}, {"format", "tool"}),
+        ({"payload": []}, {"payload"}),
+        ({"toolParams": {"probe/echo": {"text": "{{payload.x"}}}, {"toolParams.probe/echo.text"}),
+    ],
+)
+def test_invalid_build_body_is_400_naming_each_field(
+    as_user: dict[str, httpx.Client], body: dict[str, Any], expected_fields: set[str]
+) -> None:
     error = assert_error(build(as_user["bob"], "chain", **body), 400, "BAD_REQUEST")
     assert fields(error) == expected_fields, error
 
@@ -266,8 +350,9 @@ def test_build_of_an_unknown_agent_is_404(as_user: dict[str, httpx.Client]) -> N
 
 
 @pytest.mark.parametrize(("user", "allowed"), [("bob", False), ("adv", False), ("ann", True)])
-def test_build_steps_pass_the_engine_gate_as_the_caller(as_user: dict[str, httpx.Client], user: str,
-                                                       allowed: bool) -> None:
+def test_build_steps_pass_the_engine_gate_as_the_caller(
+    as_user: dict[str, httpx.Client], user: str, allowed: bool
+) -> None:
     level = {"bob": "execute_basic", "adv": "execute_advanced", "ann": "admin"}[user]
     response = build(as_user[user], "risky")
     assert response.status_code == 200, response.text
@@ -296,15 +381,20 @@ def test_async_build_streams_step_events_until_run_finished(as_user: dict[str, h
     body = accepted.json()
     run_id = body["runId"]
     assert body["success"] is True and body["status"] == "running" and run_id.startswith("run_")
-    assert body["links"] == {"run": f"/api/runs/{run_id}", "events": f"/api/runs/{run_id}/events",
-                             "cancel": f"/api/runs/{run_id}/cancel"}
+    assert body["links"] == {
+        "run": f"/api/runs/{run_id}",
+        "events": f"/api/runs/{run_id}/events",
+        "cancel": f"/api/runs/{run_id}/cancel",
+    }
     assert bob.get(f"/api/runs/{run_id}").json()["run"]["id"] == run_id  # recorded before the 202
 
     events = read_events(bob, run_id)
     assert [(e["type"], (e.get("step") or {}).get("tool"), (e.get("step") or {}).get("status")) for e in events] == [
         ("run_started", None, None),
-        ("step_started", "probe/sleep", "running"), ("step_finished", "probe/sleep", "success"),
-        ("step_started", "probe/echo", "running"), ("step_finished", "probe/echo", "success"),
+        ("step_started", "probe/sleep", "running"),
+        ("step_finished", "probe/sleep", "success"),
+        ("step_started", "probe/echo", "running"),
+        ("step_finished", "probe/echo", "success"),
         ("run_finished", None, None),
     ]
     assert all(e["runId"] == run_id for e in events) and events[-1]["status"] == "success"
@@ -367,14 +457,19 @@ def test_cancel_a_running_build(server: LiveServer, users: dict[str, User]) -> N
         assert_error(bob.post(f"/api/runs/{run_id}/cancel"), 400, "BAD_REQUEST", "not running", "cancelled")
 
 
-def test_runs_and_deliverables_are_private_to_their_user(server: LiveServer, users: dict[str, User],
-                                                        as_user: dict[str, httpx.Client]) -> None:
+def test_runs_and_deliverables_are_private_to_their_user(
+    server: LiveServer, users: dict[str, User], as_user: dict[str, httpx.Client]
+) -> None:
     carol, ann = as_user["carol"], as_user["ann"]
     with server.client(users["bob"]) as bob, server.client(users["bob"]) as follower:
         done = build(bob, "chain", payload={"text": "mine"}).json()
         run_id, deliverable_id = done["run"]["id"], done["deliverable"]["id"]
-        for path in (f"/api/runs/{run_id}", f"/api/runs/{run_id}/events", f"/api/deliverables/{deliverable_id}",
-                     f"/api/deliverables/{run_id}"):
+        for path in (
+            f"/api/runs/{run_id}",
+            f"/api/runs/{run_id}/events",
+            f"/api/deliverables/{deliverable_id}",
+            f"/api/deliverables/{run_id}",
+        ):
             assert_error(carol.get(path), 404, "NOT_FOUND", "not found")  # as if it did not exist
             assert ann.get(path).status_code == 200
         assert ann.get(f"/api/runs/{run_id}").json()["run"]["user"] == "bob"
@@ -395,7 +490,8 @@ def test_runs_and_deliverables_are_private_to_their_user(server: LiveServer, use
 
 
 def test_a_scoped_admin_key_sees_and_cancels_only_runs_within_its_categories(
-        server: LiveServer, users: dict[str, User], as_user: dict[str, httpx.Client]) -> None:
+    server: LiveServer, users: dict[str, User], as_user: dict[str, httpx.Client]
+) -> None:
     memadmin, ann = as_user["memadmin"], as_user["ann"]
     with server.client(users["bob"]) as bob, server.client(users["bob"]) as follower:
         within = build(bob, "chain", payload={"text": "memory only"}).json()["run"]["id"]
@@ -430,9 +526,23 @@ def cli_build(server: LiveServer) -> Iterator[tuple[subprocess.Popen[str], str]]
     env = {**os.environ, "TOOLAGENT_ENGINE_CONFIG": str(work / "engine.json"), "TOOLAGENT_USER": "bob"}
     env.pop("TOOLAGENT_DATABASE_URL", None)
     exe = Path(sys.executable).parent / "toolagent"
-    cli = subprocess.Popen([str(exe), "--db", server.db, "--servers", str(work / "mcp.json"),
-                            "build", "demo/sleeper", "-p", json.dumps({"seconds": 60})],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    cli = subprocess.Popen(
+        [
+            str(exe),
+            "--db",
+            server.db,
+            "--servers",
+            str(work / "mcp.json"),
+            "build",
+            "demo/sleeper",
+            "-p",
+            json.dumps({"seconds": 60}),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert cli.stderr is not None
         yield cli, next(m.group(0) for line in cli.stderr if (m := re.search(r"run_\d+_[0-9a-f]+", line)))
@@ -447,8 +557,16 @@ def follow_until_sleeping(client: httpx.Client, run_id: str) -> tuple[threading.
     sleeping, events = threading.Event(), []
 
     def follow() -> None:
-        events.extend(read_events(client, run_id, timeout_s=90, on_event=lambda e: e["type"] == "step_started"
-                                  and e["step"]["tool"] == "probe/sleep" and sleeping.set()))
+        events.extend(
+            read_events(
+                client,
+                run_id,
+                timeout_s=90,
+                on_event=lambda e: (
+                    e["type"] == "step_started" and e["step"]["tool"] == "probe/sleep" and sleeping.set()
+                ),
+            )
+        )
 
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()
@@ -459,8 +577,11 @@ def follow_until_sleeping(client: httpx.Client, run_id: str) -> tuple[threading.
 def test_events_and_cancel_of_a_run_in_another_process(server: LiveServer, users: dict[str, User]) -> None:
     """A CLI build against the same store: the API follows its steps from the store and stops it."""
     with cli_build(server) as (cli, run_id):
-        with server.client(users["bob"]) as bob, server.client(users["bob"]) as follower, \
-                server.client(users["carol"]) as carol:
+        with (
+            server.client(users["bob"]) as bob,
+            server.client(users["bob"]) as follower,
+            server.client(users["carol"]) as carol,
+        ):
             thread, events = follow_until_sleeping(follower, run_id)
             assert_error(carol.post(f"/api/runs/{run_id}/cancel"), 404, "NOT_FOUND")
             response = bob.post(f"/api/runs/{run_id}/cancel")
@@ -469,15 +590,19 @@ def test_events_and_cancel_of_a_run_in_another_process(server: LiveServer, users
             thread.join(30)
             assert not thread.is_alive()
         assert [(e["type"], e.get("step", {}).get("tool"), e.get("step", {}).get("status")) for e in events] == [
-            ("step_started", "probe/sleep", "running"), ("step_finished", "probe/sleep", "cancelled"),
-            ("step_started", "probe/echo", "running"), ("step_finished", "probe/echo", "cancelled"),
+            ("step_started", "probe/sleep", "running"),
+            ("step_finished", "probe/sleep", "cancelled"),
+            ("step_started", "probe/echo", "running"),
+            ("step_finished", "probe/echo", "cancelled"),
             ("run_finished", None, None),
         ]
         assert events[-1]["status"] == "cancelled" and "cancelled by bob" in events[1]["step"]["error"]
         assert cli.wait(30) == 1  # the CLI reports a cancelled run as not successful
 
 
-def test_events_of_a_run_whose_process_is_killed_end_with_it_interrupted(server: LiveServer, users: dict[str, User]) -> None:
+def test_events_of_a_run_whose_process_is_killed_end_with_it_interrupted(
+    server: LiveServer, users: dict[str, User]
+) -> None:
     """The API follows a CLI build from the store; when that process dies, the run is closed and the stream ends."""
     with cli_build(server) as (cli, run_id):
         with server.client(users["bob"]) as bob:
@@ -490,8 +615,10 @@ def test_events_of_a_run_whose_process_is_killed_end_with_it_interrupted(server:
         error = f"interrupted: process {cli.pid} on {socket.gethostname()} ended before it finished"
         assert (run["status"], run["error"]) == ("failed", error)
         assert [(e["type"], e.get("step", {}).get("tool"), e.get("step", {}).get("status")) for e in events] == [
-            ("step_started", "probe/sleep", "running"), ("step_finished", "probe/sleep", "failed"),
-            ("step_started", "probe/echo", "running"), ("step_finished", "probe/echo", "skipped"),
+            ("step_started", "probe/sleep", "running"),
+            ("step_finished", "probe/sleep", "failed"),
+            ("step_started", "probe/echo", "running"),
+            ("step_finished", "probe/echo", "skipped"),
             ("run_finished", None, None),
         ]
         assert events[-1]["status"] == "failed"
@@ -504,6 +631,8 @@ def test_a_killed_cli_build_reads_as_interrupted_at_once(server: LiveServer, use
         cli.wait(10)
         run = bob.get(f"/api/runs/{run_id}").json()["run"]
         assert (run["status"], run["error"]) == (
-            "failed", f"interrupted: process {cli.pid} on {socket.gethostname()} ended before it finished")
+            "failed",
+            f"interrupted: process {cli.pid} on {socket.gethostname()} ended before it finished",
+        )
         cancel = bob.post(f"/api/runs/{run_id}/cancel")
         assert cancel.status_code == 400 and "not running" in cancel.json()["error"]["message"]

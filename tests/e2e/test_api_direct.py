@@ -14,9 +14,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from api_harness import probe_servers, provision
 from fastapi import FastAPI, Request
 
-from api_harness import probe_servers, provision
 from toolagent.api import trpc
 from toolagent.api.app import create_app
 from toolagent.api.auth import current_caller
@@ -105,7 +105,9 @@ def test_direct_answers_equal_fastapi_answers(db_url: str, monkeypatch: pytest.M
 
     async def main() -> None:
         async with served.router.lifespan_context(served), plain.router.lifespan_context(plain):
-            clients = [httpx.AsyncClient(transport=httpx.ASGITransport(app=a), base_url="http://api") for a in (served, plain)]
+            clients = [
+                httpx.AsyncClient(transport=httpx.ASGITransport(app=a), base_url="http://api") for a in (served, plain)
+            ]
 
             async def both(path: str, **request: Any) -> tuple[Any, Any]:
                 direct = await clients[0].post(path, **request)
@@ -134,8 +136,11 @@ def test_direct_answers_equal_fastapi_answers(db_url: str, monkeypatch: pytest.M
             assert ours == theirs and ours[0] == 200
             expect_route("trpc", False, "a batch", before)
             # The answers were not all alike: the cases reach what they name.
-            statuses = {label: (await clients[0].post("/api/tools/execute", **request_of(h, b))).status_code
-                        for label, h, b, _ in REST_CASES if label in ("success", "a permission refusal", "async", "no key")}
+            statuses = {
+                label: (await clients[0].post("/api/tools/execute", **request_of(h, b))).status_code
+                for label, h, b, _ in REST_CASES
+                if label in ("success", "a permission refusal", "async", "no key")
+            }
             assert statuses == {"success": 200, "a permission refusal": 403, "async": 202, "no key": 401}
             for client in clients:
                 await client.aclose()
@@ -148,12 +153,14 @@ def test_direct_answers_are_counted_under_their_route(tmp_path: Path) -> None:
     users = provision(db, [("ann", "execute_basic", "enterprise")])
     app = create_app(db=db, servers=ServersConfig.from_data({"mcpServers": probe_servers()}))
     labels: Callable[[str], str] = lambda text: "\n".join(  # noqa: E731
-        line for line in text.splitlines() if line.startswith('http_requests_total{method="POST"'))
+        line for line in text.splitlines() if line.startswith('http_requests_total{method="POST"')
+    )
 
     async def main() -> None:
         async with app.router.lifespan_context(app):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api",
-                                         headers=users["ann"].auth) as client:
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://api", headers=users["ann"].auth
+            ) as client:
                 assert (await client.post("/api/tools/execute", json=ECHO)).status_code == 200
                 assert (await client.post("/trpc/tools.executeTool", json=ECHO)).status_code == 200
                 text = (await client.get("/metrics")).text

@@ -36,9 +36,25 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (root / "mcp.json").write_text(json.dumps({"mcpServers": {}}))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLAGENT_")}
-    proc = subprocess.Popen([str(TOOLAGENT), "--db", str(root / "s.db"), "--servers", str(root / "mcp.json"), "serve",
-                             "--port", str(port), "--log-level", "warning"], cwd=root, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(TOOLAGENT),
+            "--db",
+            str(root / "s.db"),
+            "--servers",
+            str(root / "mcp.json"),
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -73,14 +89,28 @@ def test_every_asset_docs_references_is_served_by_the_app(server: str) -> None:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/test installs it when run as root)")
 def test_chromium_renders_the_operations_offline(server: str, tmp_path: Path) -> None:
-    proc = subprocess.run([
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        # No internet: every host but the server's is unresolvable.
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-        "--virtual-time-budget=15000", "--dump-dom", f"{server}/docs",
-    ], capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            # No internet: every host but the server's is unresolvable.
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            "--virtual-time-budget=15000",
+            "--dump-dom",
+            f"{server}/docs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     dom = proc.stdout
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert 'class="swagger-ui' in dom, dom[:2000]

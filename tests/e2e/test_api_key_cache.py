@@ -14,7 +14,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from api_harness import LiveServer, User, live_server, probe_servers, provision
 from mcp_harness import free_port
 
@@ -30,14 +29,20 @@ def served(db_url: str, tmp_path: Path) -> Iterator[tuple[dict[str, User], LiveS
 
 def cli(db: str, *args: str) -> str:
     """Run the CLI in its own process against `db`; its stdout."""
-    done = subprocess.run([sys.executable, "-m", "toolagent.cli", "--db", db, *args], capture_output=True, text=True,
-                          env=os.environ.copy(), timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "toolagent.cli", "--db", db, *args],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def test_a_key_revoked_by_another_process_is_refused_on_its_next_request(
-        served: tuple[dict[str, User], LiveServer]) -> None:
+    served: tuple[dict[str, User], LiveServer],
+) -> None:
     users, server = served
     leaver = users["leaver"]
     with httpx.Client(base_url=server.url, headers=leaver.auth, timeout=30) as client:
@@ -54,7 +59,8 @@ def test_a_key_revoked_by_another_process_is_refused_on_its_next_request(
 
 
 def test_a_level_lowered_by_another_process_applies_on_the_next_request(
-        served: tuple[dict[str, User], LiveServer]) -> None:
+    served: tuple[dict[str, User], LiveServer],
+) -> None:
     users, server = served
     boss = users["boss"]
     with httpx.Client(base_url=server.url, headers=boss.auth, timeout=30) as client:
@@ -88,9 +94,27 @@ def test_serve_with_workers_shares_one_view_of_keys(db_url: str, tmp_path: Path)
     port = free_port()
     log = tmp_path / "serve.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "toolagent.cli", "--db", db_url, "--servers", str(servers),
-                                 "serve", "--port", str(port), "--workers", "2", "--log-level", "warning"],
-                                stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "toolagent.cli",
+                "--db",
+                db_url,
+                "--servers",
+                str(servers),
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--log-level",
+                "warning",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=os.environ.copy(),
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -99,13 +123,21 @@ def test_serve_with_workers_shares_one_view_of_keys(db_url: str, tmp_path: Path)
             time.sleep(0.1)
         leaver = users["leaver"]
         # A fresh connection each time, so the kernel hands requests to either worker.
-        answers = [httpx.get(f"{url}/api/tools/history", headers=leaver.auth, timeout=30).status_code for _ in range(12)]
+        answers = [
+            httpx.get(f"{url}/api/tools/history", headers=leaver.auth, timeout=30).status_code for _ in range(12)
+        ]
         assert answers == [200] * 12
         cli(db_url, "keys", "revoke", leaver.key_id)
-        answers = [httpx.get(f"{url}/api/tools/history", headers=leaver.auth, timeout=30).status_code for _ in range(12)]
+        answers = [
+            httpx.get(f"{url}/api/tools/history", headers=leaver.auth, timeout=30).status_code for _ in range(12)
+        ]
         assert answers == [401] * 12
-        executed = httpx.post(f"{url}/api/tools/execute", headers=users["boss"].auth, timeout=30,
-                              json={"name": "probe/echo", "arguments": {"text": "hi"}})
+        executed = httpx.post(
+            f"{url}/api/tools/execute",
+            headers=users["boss"].auth,
+            timeout=30,
+            json={"name": "probe/echo", "arguments": {"text": "hi"}},
+        )
         assert executed.status_code == 200, executed.text
     finally:
         proc.terminate()

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
 from prometheus_client.parser import text_string_to_metric_families
 
-from api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
 from toolagent.api.app import create_app
 from toolagent.errors import ConfigError
 from toolagent.mcp.config import ServersConfig
@@ -54,9 +54,13 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveSer
     users = provision(db, USERS)
     with live_server(work, probe_servers(), engine_config=ENGINE_CONFIG, db=db) as server:
         with server.client(users["bob"]) as bob, server.client(users["ann"]) as ann:
-            pair = {"metadata": {"name": "pair"}, "configuration": {
-                "tools": ["probe/echo", "probe/double"],
-                "toolParams": {"probe/echo": {"text": "built"}, "probe/double": {"value": 2}}}}
+            pair = {
+                "metadata": {"name": "pair"},
+                "configuration": {
+                    "tools": ["probe/echo", "probe/double"],
+                    "toolParams": {"probe/echo": {"text": "built"}, "probe/double": {"value": 2}},
+                },
+            }
             ghostly = {"metadata": {"name": "ghostly"}, "configuration": {"tools": ["probe/echo", "ghost/tool"]}}
             assert bob.put("/api/agents/demo/pair", json=agent_body(pair)).status_code == 200
             assert bob.put("/api/agents/demo/ghostly", json=agent_body(ghostly)).status_code == 200
@@ -99,8 +103,11 @@ def test_engine_figures(measured: tuple[LiveServer, dict[str, User]]) -> None:
     assert value(samples, "tool_execution_duration_seconds_count", tool="probe/echo") == 4
     assert value(samples, "tool_execution_duration_seconds_bucket", tool="probe/echo", le="+Inf") == 4
     assert 0 < value(samples, "tool_execution_duration_seconds_sum", tool="probe/echo") < 30
-    echo_buckets = sorted((float(dict(labels)["le"]), v) for (name, labels), v in samples.items()
-                          if name == "tool_execution_duration_seconds_bucket" and dict(labels)["tool"] == "probe/echo")
+    echo_buckets = sorted(
+        (float(dict(labels)["le"]), v)
+        for (name, labels), v in samples.items()
+        if name == "tool_execution_duration_seconds_bucket" and dict(labels)["tool"] == "probe/echo"
+    )
     assert [v for _, v in echo_buckets] == sorted(v for _, v in echo_buckets)  # cumulative
 
     assert value(samples, "tool_permission_denied_total", tool="probe/query", reason="level") == 1
@@ -140,14 +147,16 @@ def test_http_figures(measured: tuple[LiveServer, dict[str, User]]) -> None:
 
 
 @pytest.fixture(scope="module", params=["key", "admin"])
-def guarded(request: pytest.FixtureRequest,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, LiveServer, dict[str, User]]]:
+def guarded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, LiveServer, dict[str, User]]]:
     """A server started with TOOLAGENT_METRICS_AUTH=key or =admin."""
     work = tmp_path_factory.mktemp(f"api_metrics_{request.param}")
     db = f"sqlite+aiosqlite:///{work / 'api.db'}"
     users = provision(db, USERS)
-    with live_server(work, probe_servers(), engine_config=ENGINE_CONFIG, db=db,
-                     env={"TOOLAGENT_METRICS_AUTH": request.param}) as server:
+    with live_server(
+        work, probe_servers(), engine_config=ENGINE_CONFIG, db=db, env={"TOOLAGENT_METRICS_AUTH": request.param}
+    ) as server:
         yield request.param, server, users
 
 

@@ -6,13 +6,16 @@ import json
 import subprocess
 
 from conftest import REPO_ROOT
+
 from toolagent.api.app import create_app
 from toolagent.mcp.config import ServersConfig
 
 
 def test_committed_openapi_is_current() -> None:
     committed = json.loads((REPO_ROOT / "openapi.json").read_text(encoding="utf-8"))
-    assert committed == create_app(servers=ServersConfig()).openapi(), "openapi.json is stale: run scripts/export-openapi"
+    assert committed == create_app(servers=ServersConfig()).openapi(), (
+        "openapi.json is stale: run scripts/export-openapi"
+    )
 
 
 def test_export_script_writes_the_same_document(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -26,7 +29,15 @@ def test_export_script_writes_the_same_document(tmp_path) -> None:  # type: igno
 def test_document_covers_every_procedure() -> None:
     paths = json.loads((REPO_ROOT / "openapi.json").read_text(encoding="utf-8"))["paths"]
     operations = {op["operationId"] for item in paths.values() for op in item.values()}
-    assert {"listTools", "executeTool", "getToolStatus", "cancelToolExecution", "getToolHistory", "getToolMetrics",
-            "getActiveExecutions", "getToolDetails"} <= operations
+    assert {
+        "listTools",
+        "executeTool",
+        "getToolStatus",
+        "cancelToolExecution",
+        "getToolHistory",
+        "getToolMetrics",
+        "getActiveExecutions",
+        "getToolDetails",
+    } <= operations
     history = {p["name"]: p for p in paths["/api/tools/history"]["get"]["parameters"]}
     assert history["limit"]["schema"]["maximum"] == 100 and history["limit"]["schema"]["minimum"] == 1

@@ -8,15 +8,23 @@ import json
 
 import anyio
 import pytest
-
 from org_harness import api_clients, audit_rows, audit_verifies, body, definition, grant, provision
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
-USERS = [("ann", "admin"), ("olga", "execute_basic"), ("eddie", "execute_basic"), ("vera", "execute_basic"),
-         ("otto", "execute_advanced")]
-GUARDED = definition("guarded", ["db/query"], security={"denied_operations": ["DROP"], "allowed_tables": ["users"]},
-                     params={"db/query": {"sql": "select 1", "api_key": "sk-live-0123456789abcdef0123456789abcdef"}})
+USERS = [
+    ("ann", "admin"),
+    ("olga", "execute_basic"),
+    ("eddie", "execute_basic"),
+    ("vera", "execute_basic"),
+    ("otto", "execute_advanced"),
+]
+GUARDED = definition(
+    "guarded",
+    ["db/query"],
+    security={"denied_operations": ["DROP"], "allowed_tables": ["users"]},
+    params={"db/query": {"sql": "select 1", "api_key": "sk-live-0123456789abcdef0123456789abcdef"}},
+)
 
 
 async def test_the_first_agent_starts_an_organization_administered_by_its_author(db_url: str) -> None:
@@ -27,7 +35,8 @@ async def test_the_first_agent_starts_an_organization_administered_by_its_author
 
         mine = (await c["olga"].get("/api/orgs")).json()["organizations"]
         assert [(o["slug"], o["role"], o["members"], o["admins"], o["agents"], o["createdBy"]) for o in mine] == [
-            ("acme", "admin", 1, 1, 1, "olga")]
+            ("acme", "admin", 1, 1, 1, "olga")
+        ]
         assert (await c["eddie"].get("/api/orgs")).json()["organizations"] == []  # not his
         assert [o["slug"] for o in (await c["ann"].get("/api/orgs")).json()["organizations"]] == ["acme"]
 
@@ -37,14 +46,17 @@ async def test_the_first_agent_starts_an_organization_administered_by_its_author
 
     rows = await audit_rows(db_url, event_prefix="org.")
     assert [(r.event, r.principal, r.arguments["organization"], r.arguments.get("admin")) for r in rows] == [
-        ("org.create", "olga", "acme", "olga")]
+        ("org.create", "olga", "acme", "olga")
+    ]
     created_row = (await audit_rows(db_url, event_prefix="agent.create"))[0]
     assert created_row.principal == "olga" and created_row.api_key_id and created_row.level == "execute_basic"
     assert created_row.arguments["agent"] == "acme/guarded" and created_row.arguments["via"] == "api"
     diff = {d["path"]: d for d in created_row.arguments["diff"]}
     assert diff["yaml.configuration.security.allowed_tables"]["new"] == ["users"]
-    assert diff["yaml.configuration.toolParams.db/query.api_key"] == {"path": "yaml.configuration.toolParams.db/query.api_key",
-                                                                       "new": "[REDACTED]"}
+    assert diff["yaml.configuration.toolParams.db/query.api_key"] == {
+        "path": "yaml.configuration.toolParams.db/query.api_key",
+        "new": "[REDACTED]",
+    }
     assert "0123456789abcdef" not in json.dumps([r.to_json() for r in await audit_rows(db_url)])
     assert await audit_verifies(db_url)
 
@@ -67,8 +79,9 @@ async def test_what_each_role_may_change(db_url: str) -> None:
         updated = await eddie.put("/api/agents/acme/guarded", json=body(edited))
         assert updated.status_code == 200 and updated.json()["outcome"] == "updated", updated.text
         assert (await eddie.put("/api/agents/acme/plain", json=body(definition("plain")))).status_code == 200
-        assert (await vera.put("/api/agents/acme/plain", json=body(definition("plain"), description="x"))
-                ).status_code == 403
+        assert (
+            await vera.put("/api/agents/acme/plain", json=body(definition("plain"), description="x"))
+        ).status_code == 403
         # The editor may not touch security; the org's admin may.
         stripped = {**edited, "configuration": {k: v for k, v in edited["configuration"].items() if k != "security"}}
         refused = await eddie.put("/api/agents/acme/guarded", json=body(stripped))
@@ -97,23 +110,37 @@ async def test_what_each_role_may_change(db_url: str) -> None:
         missing = await ann.get("/api/orgs/nowhere/members")
         assert missing.status_code == 404 and "organization 'nowhere' not found" in missing.json()["error"]["message"]
 
-    changes = [(r.event, r.principal, r.decision) for r in await audit_rows(db_url)
-               if r.event.startswith(("agent.", "org."))]
+    changes = [
+        (r.event, r.principal, r.decision) for r in await audit_rows(db_url) if r.event.startswith(("agent.", "org."))
+    ]
     assert changes == [
-        ("org.create", "olga", "allow"), ("agent.create", "olga", "allow"),
-        ("org.grant", "olga", "allow"), ("org.grant", "olga", "allow"),
-        ("agent.update", "eddie", "allow"), ("agent.create", "eddie", "allow"), ("agent.update", "vera", "deny"),
-        ("agent.update", "eddie", "deny"), ("agent.delete", "eddie", "deny"), ("agent.update", "olga", "allow"),
-        ("agent.delete", "eddie", "allow"), ("agent.delete", "vera", "deny"), ("agent.delete", "eddie", "allow"),
-        ("org.grant", "eddie", "deny"), ("org.grant", "ann", "allow"), ("org.revoke", "olga", "allow"),
+        ("org.create", "olga", "allow"),
+        ("agent.create", "olga", "allow"),
+        ("org.grant", "olga", "allow"),
+        ("org.grant", "olga", "allow"),
+        ("agent.update", "eddie", "allow"),
+        ("agent.create", "eddie", "allow"),
+        ("agent.update", "vera", "deny"),
+        ("agent.update", "eddie", "deny"),
+        ("agent.delete", "eddie", "deny"),
+        ("agent.update", "olga", "allow"),
+        ("agent.delete", "eddie", "allow"),
+        ("agent.delete", "vera", "deny"),
+        ("agent.delete", "eddie", "allow"),
+        ("org.grant", "eddie", "deny"),
+        ("org.grant", "ann", "allow"),
+        ("org.revoke", "olga", "allow"),
         ("agent.create", "vera", "deny"),
     ]
     update = next(r for r in await audit_rows(db_url, event_prefix="agent.update") if r.principal == "eddie")
     assert update.arguments["diff"] == [
         {"path": "yaml.configuration.toolParams.db/query.api_key", "old": "[REDACTED]"},
-        {"path": "yaml.configuration.toolParams.db/query.sql", "old": "select 1", "new": "select 2"}]
-    assert update.reason == ("updated agent acme/guarded: yaml.configuration.toolParams.db/query.api_key, "
-                             "yaml.configuration.toolParams.db/query.sql")
+        {"path": "yaml.configuration.toolParams.db/query.sql", "old": "select 1", "new": "select 2"},
+    ]
+    assert update.reason == (
+        "updated agent acme/guarded: yaml.configuration.toolParams.db/query.api_key, "
+        "yaml.configuration.toolParams.db/query.sql"
+    )
     grants = await audit_rows(db_url, event_prefix="org.grant")
     assert grants[-1].arguments["diff"] == [{"path": "role", "old": "viewer", "new": "editor"}]
     assert await audit_verifies(db_url)
@@ -151,18 +178,28 @@ async def test_operator_grants_open_an_organization_seeded_for_global_admins(db_
     async with api_clients(db_url, keys) as c:
         demo = (await c["ann"].get("/api/orgs")).json()["organizations"]
         assert [(o["slug"], o["members"], o["admins"], o["createdBy"] is not None) for o in demo] == [
-            ("demo", 0, 0, True)]
+            ("demo", 0, 0, True)
+        ]
         agent = await c["eddie"].get("/api/agents/demo/supabase-agent")
-        record = {k: v for k, v in agent.json()["agent"].items()
-                  if k in ("display_name", "agent_type", "mode_profile", "status", "yaml", "version")}
-        assert (await c["eddie"].put("/api/agents/demo/supabase-agent", json={**record, "version": "0.2"})
-                ).status_code == 403
+        record = {
+            k: v
+            for k, v in agent.json()["agent"].items()
+            if k in ("display_name", "agent_type", "mode_profile", "status", "yaml", "version")
+        }
+        assert (
+            await c["eddie"].put("/api/agents/demo/supabase-agent", json={**record, "version": "0.2"})
+        ).status_code == 403
         await grant(db_url, "demo", "eddie", "editor")
-        assert (await c["eddie"].put("/api/agents/demo/supabase-agent", json={**record, "version": "0.2"})
-                ).status_code == 200
+        assert (
+            await c["eddie"].put("/api/agents/demo/supabase-agent", json={**record, "version": "0.2"})
+        ).status_code == 200
     me = local_user_name()
     rows = [(r.event, r.principal, r.decision, r.arguments["via"]) for r in await audit_rows(db_url)]
-    assert rows == [("org.create", me, "allow", "cli"), ("agent.create", me, "allow", "cli"),
-                    ("agent.update", "eddie", "deny", "api"), ("org.grant", "ops", "allow", "cli"),
-                    ("agent.update", "eddie", "allow", "api")]
+    assert rows == [
+        ("org.create", me, "allow", "cli"),
+        ("agent.create", me, "allow", "cli"),
+        ("agent.update", "eddie", "deny", "api"),
+        ("org.grant", "ops", "allow", "cli"),
+        ("agent.update", "eddie", "allow", "api"),
+    ]
     assert await audit_verifies(db_url)

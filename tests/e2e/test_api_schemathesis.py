@@ -15,11 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 import jsonschema
 import pytest
 import schemathesis
+from api_harness import LiveServer, User, live_server, probe_servers, provision
 from hypothesis import HealthCheck, settings
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from api_harness import LiveServer, User, live_server, probe_servers, provision
 from toolagent.api.app import create_app
 from toolagent.inputs import InputProblem, check_value, text_problem
 from toolagent.mcp.config import ServersConfig
@@ -35,8 +35,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[User, LiveS
     db = f"sqlite+aiosqlite:///{work / 'api.db'}"
     # A basic user: dangerous tools (probe/crash) are refused whatever the fuzzer sends.
     users = provision(db, [("fuzz", "execute_basic", "enterprise")])
-    with live_server(work, probe_servers(), db=db,
-                     engine_config={"plans": {"enterprise": {"rate_per_minute": 1_000_000}}}) as server:
+    with live_server(
+        work, probe_servers(), db=db, engine_config={"plans": {"enterprise": {"rate_per_minute": 1_000_000}}}
+    ) as server:
         yield users["fuzz"], server
 
 
@@ -45,8 +46,7 @@ COVERED = r"^/(api/|health$|ready$|metrics$)"
 
 # The document the server serves (and scripts/export-openapi writes), built without starting anything.
 DOCUMENT = create_app(servers=ServersConfig()).openapi()
-schema = (schemathesis.openapi.from_dict(DOCUMENT)
-          .include(path_regex=COVERED).exclude(path_regex=r"/events$"))
+schema = schemathesis.openapi.from_dict(DOCUMENT).include(path_regex=COVERED).exclude(path_regex=r"/events$")
 
 #: Bodies whose meaning the schema cannot express: an agent's `yaml` must be a valid definition, and
 #: a BUILD's overrides must leave a valid one. Refused with 400 naming the field; checked for the rest.
@@ -59,9 +59,13 @@ def no_server_error_but_tool_failures(ctx: Any, response: Any, case: Any) -> boo
     if response.status_code < 500:
         return None
     body = json.loads(response.text or "null")
-    tool_failure = (case.operation.path == "/api/tools/execute" and response.status_code == 500
-                    and isinstance(body, dict) and body.get("error", {}).get("code") == "INTERNAL_SERVER_ERROR"
-                    and str((body["error"].get("details") or {}).get("executionId", "")).startswith("exec_"))
+    tool_failure = (
+        case.operation.path == "/api/tools/execute"
+        and response.status_code == 500
+        and isinstance(body, dict)
+        and body.get("error", {}).get("code") == "INTERNAL_SERVER_ERROR"
+        and str((body["error"].get("details") or {}).get("executionId", "")).startswith("exec_")
+    )
     if not tool_failure:
         raise AssertionError(f"{case.operation.label} answered {response.status_code}: {response.text[:500]}")
     return None
@@ -90,7 +94,9 @@ def query_reads_as_valid(method: str, path: str, url: str) -> bool:
     array of one tag. Such a request is accepted, rightly.
     """
     sent = parse_qs(urlsplit(url).query, keep_blank_values=True)
-    declared = {p["name"]: p for p in DOCUMENT["paths"][path][method.lower()].get("parameters", []) if p["in"] == "query"}
+    declared = {
+        p["name"]: p for p in DOCUMENT["paths"][path][method.lower()].get("parameters", []) if p["in"] == "query"
+    }
     if any(name not in declared for name in sent):
         return False
     for name, parameter in declared.items():
@@ -163,23 +169,28 @@ def test_api_conforms_to_its_schema(case: Any, live: tuple[User, LiveServer]) ->
     if _negative_only_in_a_query_that_reads_as_valid(case, response.request.url):
         excluded.append(negative_data_rejection)
     case.validate_response(
-        response, excluded_checks=excluded, additional_checks=[no_server_error_but_tool_failures],
-        headers=user.auth, transport_kwargs={"base_url": server.url, "headers": user.auth, "timeout": 30},
+        response,
+        excluded_checks=excluded,
+        additional_checks=[no_server_error_but_tool_failures],
+        headers=user.auth,
+        transport_kwargs={"base_url": server.url, "headers": user.auth, "timeout": 30},
     )
 
 
-@pytest.mark.parametrize(("url", "valid"), [
-    # Sent for an array of strings mutated to a number and a string mutated to an object.
-    ("/api/tools?tags=2.2850798895465964e%2B235&search=%F1%88%94%AC%C3%80", True),
-    ("/api/tools?tags=a&tags=b&includeDeprecated=true", True),
-    ("/api/tools?category=nope", False),
-    ("/api/tools?search=" + "x" * 201, False),
-    ("/api/tools?unknown=1", False),
-    ("/api/tools/history?limit=abc", False),
-    ("/api/tools/history?limit=0", False),
-    ("/api/tools/history?limit=5&limit=100", True),
-])
+@pytest.mark.parametrize(
+    ("url", "valid"),
+    [
+        # Sent for an array of strings mutated to a number and a string mutated to an object.
+        ("/api/tools?tags=2.2850798895465964e%2B235&search=%F1%88%94%AC%C3%80", True),
+        ("/api/tools?tags=a&tags=b&includeDeprecated=true", True),
+        ("/api/tools?category=nope", False),
+        ("/api/tools?search=" + "x" * 201, False),
+        ("/api/tools?unknown=1", False),
+        ("/api/tools/history?limit=abc", False),
+        ("/api/tools/history?limit=0", False),
+        ("/api/tools/history?limit=5&limit=100", True),
+    ],
+)
 def test_a_query_is_judged_as_the_server_reads_it(url: str, valid: bool) -> None:
     path = urlsplit(url).path
     assert query_reads_as_valid("GET", path, url) is valid
-

@@ -10,24 +10,30 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from api_harness import LiveServer, User, live_server, probe_servers, provision, revoke
-from api_harness import as_user, server, users  # noqa: F401  (fixtures)
+from api_harness import LiveServer, User, as_user, live_server, probe_servers, provision, revoke, server, users  # noqa: F401  (fixtures)
 from conftest import seconds_to_a_fresh_minute
 
 pytestmark = pytest.mark.timeout(120)
 
 RATE_LIMIT = 5
 ENGINE_CONFIG = {
-    "plans": {"enterprise": {"rate_per_minute": 100_000},
-              "starter": {"rate_per_minute": RATE_LIMIT, "monthly_budget": None}},
+    "plans": {
+        "enterprise": {"rate_per_minute": 100_000},
+        "starter": {"rate_per_minute": RATE_LIMIT, "monthly_budget": None},
+    },
     "cancel_poll_ms": 50,
 }
 USERS = [
-    ("ann", "admin", "enterprise"), ("adv", "execute_advanced", "enterprise"), ("bob", "execute_basic", "enterprise"),
-    ("carol", "execute_basic", "enterprise"), ("viewer", "view_only", "enterprise"), ("hist", "execute_advanced", "enterprise"),
-    ("limited", "execute_basic", "starter"), ("scoped", "execute_advanced", "enterprise"),
-    ("gone", "execute_basic", "enterprise"), ("memadmin", "admin", "enterprise"),
+    ("ann", "admin", "enterprise"),
+    ("adv", "execute_advanced", "enterprise"),
+    ("bob", "execute_basic", "enterprise"),
+    ("carol", "execute_basic", "enterprise"),
+    ("viewer", "view_only", "enterprise"),
+    ("hist", "execute_advanced", "enterprise"),
+    ("limited", "execute_basic", "starter"),
+    ("scoped", "execute_advanced", "enterprise"),
+    ("gone", "execute_basic", "enterprise"),
+    ("memadmin", "admin", "enterprise"),
 ]
 
 
@@ -35,8 +41,7 @@ USERS = [
 def users_and_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, User], LiveServer]]:
     work = tmp_path_factory.mktemp("api_tools")
     db = f"sqlite+aiosqlite:///{work / 'api.db'}"
-    users = provision(db, USERS, scopes={"scoped": ["agent:execute:memory"],
-                                          "memadmin": ["agent:execute:memory"]})
+    users = provision(db, USERS, scopes={"scoped": ["agent:execute:memory"], "memadmin": ["agent:execute:memory"]})
     with live_server(work, probe_servers(), engine_config=ENGINE_CONFIG, db=db) as server:
         yield users, server
 
@@ -68,14 +73,26 @@ def wait_status(client: httpx.Client, execution_id: str, wanted: str, timeout_s:
 
 
 def test_every_route_needs_a_valid_key(server: LiveServer, users: dict[str, User]) -> None:
-    routes = [("GET", "/api/tools"), ("POST", "/api/tools/execute"), ("GET", "/api/tools/executions/active"),
-              ("GET", "/api/tools/executions/exec_1_x"), ("POST", "/api/tools/executions/exec_1_x/cancel"),
-              ("GET", "/api/tools/history"), ("GET", "/api/tools/metrics"), ("GET", "/api/tools/probe/echo")]
+    routes = [
+        ("GET", "/api/tools"),
+        ("POST", "/api/tools/execute"),
+        ("GET", "/api/tools/executions/active"),
+        ("GET", "/api/tools/executions/exec_1_x"),
+        ("POST", "/api/tools/executions/exec_1_x/cancel"),
+        ("GET", "/api/tools/history"),
+        ("GET", "/api/tools/metrics"),
+        ("GET", "/api/tools/probe/echo"),
+    ]
     with httpx.Client(base_url=server.url) as anonymous:
         assert anonymous.get("/health").status_code == 200
         for method, path in routes:
             body = {"name": "probe/echo", "arguments": {"text": "x"}} if path.endswith("execute") else None
-            for headers in ({}, {"Authorization": "Bearer ta_wrong"}, {"Authorization": "Basic abc"}, {"X-API-Key": "nope"}):
+            for headers in (
+                {},
+                {"Authorization": "Bearer ta_wrong"},
+                {"Authorization": "Basic abc"},
+                {"X-API-Key": "nope"},
+            ):
                 response = anonymous.request(method, path, json=body, headers=headers)
                 assert_error(response, 401, "UNAUTHORIZED")
                 assert response.headers["WWW-Authenticate"] == 'Bearer realm="toolagent"'
@@ -100,7 +117,11 @@ def test_list_tools_filters_and_marks_runnable(as_user: dict[str, httpx.Client])
     listed = bob.get("/api/tools").json()
     assert listed["success"] is True and listed["totalCount"] == 10
     assert listed["categories"] == ["memory", "agent"]
-    assert sorted(t["name"] for t in listed["categorizedTools"]["memory"]) == ["probe/double", "probe/echo", "probe/make-number"]
+    assert sorted(t["name"] for t in listed["categorizedTools"]["memory"]) == [
+        "probe/double",
+        "probe/echo",
+        "probe/make-number",
+    ]
     runnable = {t["name"]: t["runnable"] for t in listed["tools"]}
     assert runnable["probe/echo"] is True and runnable["probe/add"] is False and runnable["probe/query"] is False
     echo = next(t for t in listed["tools"] if t["name"] == "probe/echo")
@@ -132,8 +153,13 @@ def test_tool_details_with_slash_in_the_name(as_user: dict[str, httpx.Client]) -
 
 def test_execute_waits_for_the_result_with_rate_headers(as_user: dict[str, httpx.Client]) -> None:
     bob = as_user["bob"]
-    first = execute(bob, "probe/echo", {"text": "hello"}, timeout=10_000,
-                    context={"sessionId": "s-1", "metadata": {"source": "test", "password": "hunter2"}})
+    first = execute(
+        bob,
+        "probe/echo",
+        {"text": "hello"},
+        timeout=10_000,
+        context={"sessionId": "s-1", "metadata": {"source": "test", "password": "hunter2"}},
+    )
     assert first.status_code == 200, first.text
     body = first.json()
     assert body["success"] is True and body["toolName"] == "probe/echo" and body["status"] == "success"
@@ -151,16 +177,26 @@ def test_execute_waits_for_the_result_with_rate_headers(as_user: dict[str, httpx
     assert execution["userId"] == "bob" and execution["endTime"] is not None
 
 
-@pytest.mark.parametrize(("user", "tool", "arguments", "allowed", "needles"), [
-    ("viewer", "probe/echo", {"text": "x"}, False, ("viewer", "view_only", "probe/echo", "risk safe")),
-    ("bob", "probe/echo", {"text": "x"}, True, ()),
-    ("bob", "probe/add", {"a": 1, "b": 2}, False, ("bob", "execute_basic", "probe/add", "risk moderate")),
-    ("adv", "probe/add", {"a": 1, "b": 2}, True, ()),
-    ("adv", "probe/query", {"sql": "select 1"}, False, ("adv", "execute_advanced", "probe/query", "risk dangerous")),
-    ("ann", "probe/query", {"sql": "select 1"}, True, ()),
-])
-def test_permission_matrix(as_user: dict[str, httpx.Client], user: str, tool: str, arguments: dict, allowed: bool,
-                           needles: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("user", "tool", "arguments", "allowed", "needles"),
+    [
+        ("viewer", "probe/echo", {"text": "x"}, False, ("viewer", "view_only", "probe/echo", "risk safe")),
+        ("bob", "probe/echo", {"text": "x"}, True, ()),
+        ("bob", "probe/add", {"a": 1, "b": 2}, False, ("bob", "execute_basic", "probe/add", "risk moderate")),
+        ("adv", "probe/add", {"a": 1, "b": 2}, True, ()),
+        (
+            "adv",
+            "probe/query",
+            {"sql": "select 1"},
+            False,
+            ("adv", "execute_advanced", "probe/query", "risk dangerous"),
+        ),
+        ("ann", "probe/query", {"sql": "select 1"}, True, ()),
+    ],
+)
+def test_permission_matrix(
+    as_user: dict[str, httpx.Client], user: str, tool: str, arguments: dict, allowed: bool, needles: tuple[str, ...]
+) -> None:
     response = execute(as_user[user], tool, arguments)
     if allowed:
         assert response.status_code == 200, response.text
@@ -190,22 +226,41 @@ def test_invalid_input_is_400_naming_each_field(as_user: dict[str, httpx.Client]
     assert execute(bob, "probe/echo", {"text": "x"}, timeout=1000).status_code == 200
     assert execute(bob, "probe/echo", {"text": "x"}, timeout=300_000).status_code == 200
 
-    body = assert_error(bob.post("/api/tools/execute", json={"arguments": {}, "timeout": 5, "colour": "red"}), 400,
-                        "BAD_REQUEST", "name", "timeout", "colour")
+    body = assert_error(
+        bob.post("/api/tools/execute", json={"arguments": {}, "timeout": 5, "colour": "red"}),
+        400,
+        "BAD_REQUEST",
+        "name",
+        "timeout",
+        "colour",
+    )
     assert {d["field"] for d in body["error"]["details"]} == {"name", "timeout", "colour"}
-    assert_error(bob.post("/api/tools/execute", content=b"{not json", headers={"Content-Type": "application/json"}),
-                 400, "BAD_REQUEST")
+    assert_error(
+        bob.post("/api/tools/execute", content=b"{not json", headers={"Content-Type": "application/json"}),
+        400,
+        "BAD_REQUEST",
+    )
     assert_error(execute(bob, "probe/echo", {"text": 5}), 400, "BAD_REQUEST", "`text`")
     assert_error(execute(bob, "probe/echo", {}), 400, "BAD_REQUEST", "'text' is a required property")
     assert_error(execute(bob, "probe/missing"), 404, "NOT_FOUND", "probe/missing")
     assert_error(execute(bob, "elsewhere/tool"), 404, "NOT_FOUND", "elsewhere/tool")
 
-    for params, field in (({"limit": 101}, "limit"), ({"limit": 0}, "limit"), ({"offset": -1}, "offset"),
-                          ({"status": "done"}, "status"), ({"startDate": "yesterday"}, "startDate"),
-                          ({"category": "nope"}, "category")):
+    for params, field in (
+        ({"limit": 101}, "limit"),
+        ({"limit": 0}, "limit"),
+        ({"offset": -1}, "offset"),
+        ({"status": "done"}, "status"),
+        ({"startDate": "yesterday"}, "startDate"),
+        ({"category": "nope"}, "category"),
+    ):
         assert_error(bob.get("/api/tools/history", params=params), 400, "BAD_REQUEST", field)
-    assert_error(bob.get("/api/tools/history", params={"startDate": "2026-01-02", "endDate": "2026-01-01"}), 400,
-                 "BAD_REQUEST", "endDate", "startDate")
+    assert_error(
+        bob.get("/api/tools/history", params={"startDate": "2026-01-02", "endDate": "2026-01-01"}),
+        400,
+        "BAD_REQUEST",
+        "endDate",
+        "startDate",
+    )
 
 
 def test_failed_tool_is_500_with_its_message(as_user: dict[str, httpx.Client]) -> None:
@@ -364,7 +419,9 @@ def test_metrics(as_user: dict[str, httpx.Client]) -> None:
     assert metrics["success"] is True and metrics["registryMetrics"] == {"totalTools": 10}
     assert metrics["userStats"]["user"] == "adv" and metrics["userStats"]["successfulExecutions"] >= 2
     assert metrics["toolUsageStats"]["probe/make-number"] >= 2 and metrics["categoryStats"]["memory"] >= 2
-    assert {"tool": "probe/make-number", "count": metrics["toolUsageStats"]["probe/make-number"]} in metrics["mostUsedTools"]
+    assert {"tool": "probe/make-number", "count": metrics["toolUsageStats"]["probe/make-number"]} in metrics[
+        "mostUsedTools"
+    ]
     assert [u["user"] for u in metrics["users"]] == ["adv"]  # not an admin: only its own line
     one = adv.get("/api/tools/metrics", params={"toolName": "probe/make-number"}).json()
     assert one["registryMetrics"]["tool"] == "probe/make-number" and one["registryMetrics"]["totalInvocations"] >= 2

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from api_harness import LiveServer, User, live_server, probe_servers, provision
 from conftest import REPO_ROOT
 
@@ -24,8 +23,14 @@ SCRIPT = NODE_DIR / "trpc_client_check.mjs"
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, User], LiveServer]]:
     work = tmp_path_factory.mktemp("api_trpc")
     db = f"sqlite+aiosqlite:///{work / 'api.db'}"
-    users = provision(db, [("bob", "execute_basic", "enterprise"), ("node", "execute_basic", "enterprise"),
-                           ("ann", "admin", "enterprise")])
+    users = provision(
+        db,
+        [
+            ("bob", "execute_basic", "enterprise"),
+            ("node", "execute_basic", "enterprise"),
+            ("ann", "admin", "enterprise"),
+        ],
+    )
     with live_server(work, probe_servers(), db=db) as server:
         yield users, server
 
@@ -57,8 +62,9 @@ def test_real_trpc_client(setup: tuple[dict[str, User], LiveServer]) -> None:
     with server.client(users["bob"]) as bob:
         metrics = bob.get("/trpc/tools.getToolMetrics", params=q({"toolName": "probe/echo"})).json()["result"]["data"]
     invocations_before = metrics["registryMetrics"]["totalInvocations"]
-    done = subprocess.run([node, str(SCRIPT), server.url, users["node"].key], capture_output=True, text=True,
-                          timeout=90, cwd=NODE_DIR)
+    done = subprocess.run(
+        [node, str(SCRIPT), server.url, users["node"].key], capture_output=True, text=True, timeout=90, cwd=NODE_DIR
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
 
@@ -68,8 +74,12 @@ def test_real_trpc_client(setup: tuple[dict[str, User], LiveServer]) -> None:
     executed = out["executeTool"]
     assert executed["success"] is True and executed["toolName"] == "probe/echo"
     assert executed["structured"] == {"text": "from trpc", "length": 9} and executed["executionTime"] > 0
-    assert out["getToolStatus"] == {"id": executed["executionId"], "status": "success", "sessionId": "node-session",
-                                    "metadata": {"source": "trpc_client_check"}}
+    assert out["getToolStatus"] == {
+        "id": executed["executionId"],
+        "status": "success",
+        "sessionId": "node-session",
+        "metadata": {"source": "trpc_client_check"},
+    }
     assert out["getToolHistory"]["ids"] == [executed["executionId"]] and out["getToolHistory"]["limit"] == 5
     assert out["getToolHistory"]["stats"]["success"] == 1
     assert out["getToolDetails"] == {"name": "probe/echo", "risk": "safe", "total": 1}
@@ -130,8 +140,12 @@ def test_error_shapes(server: LiveServer, bob: httpx.Client) -> None:
     assert {f["field"] for f in e["data"]["fields"]} == {"limit", "offset"}
     error(bob.get("/trpc/tools.getToolStatus"), 400, "BAD_REQUEST", -32600)  # required input missing
     error(bob.get("/trpc/other.listTools"), 404, "NOT_FOUND", -32004)
-    e = error(bob.post("/trpc/tools.executeTool", json={"name": "probe/add", "arguments": {"a": 1, "b": 2}}), 403,
-              "FORBIDDEN", -32003)
+    e = error(
+        bob.post("/trpc/tools.executeTool", json={"name": "probe/add", "arguments": {"a": 1, "b": 2}}),
+        403,
+        "FORBIDDEN",
+        -32003,
+    )
     assert "bob" in e["message"] and "probe/add" in e["message"]
     e = error(bob.post("/trpc/tools.executeTool", json={"name": "probe/fail"}), 500, "INTERNAL_SERVER_ERROR", -32603)
     assert e["data"]["details"]["executionId"].startswith("exec_")
@@ -141,23 +155,32 @@ def test_error_shapes(server: LiveServer, bob: httpx.Client) -> None:
 
 
 def test_batches(bob: httpx.Client) -> None:
-    both = bob.get("/trpc/tools.listTools,tools.getToolHistory",
-                   params={"batch": "1", "input": json.dumps({"0": {"category": "memory"}, "1": {"limit": 2}})})
+    both = bob.get(
+        "/trpc/tools.listTools,tools.getToolHistory",
+        params={"batch": "1", "input": json.dumps({"0": {"category": "memory"}, "1": {"limit": 2}})},
+    )
     assert both.status_code == 200
     listed, history = both.json()
     assert listed["result"]["data"]["totalCount"] == 3 and history["result"]["data"]["limit"] == 2
 
-    mixed = bob.get("/trpc/tools.listTools,tools.getToolHistory",
-                    params={"batch": "1", "input": json.dumps({"1": {"limit": 500}})})
+    mixed = bob.get(
+        "/trpc/tools.listTools,tools.getToolHistory", params={"batch": "1", "input": json.dumps({"1": {"limit": 500}})}
+    )
     assert mixed.status_code == 207
     ok, bad = mixed.json()
     assert ok["result"]["data"]["totalCount"] == 10 and bad["error"]["data"]["code"] == "BAD_REQUEST"
 
-    mutations = bob.post("/trpc/tools.executeTool,tools.executeTool?batch=1",
-                         json={"0": {"name": "probe/echo", "arguments": {"text": "a"}},
-                               "1": {"name": "probe/echo", "arguments": {"text": "b"}}})
+    mutations = bob.post(
+        "/trpc/tools.executeTool,tools.executeTool?batch=1",
+        json={
+            "0": {"name": "probe/echo", "arguments": {"text": "a"}},
+            "1": {"name": "probe/echo", "arguments": {"text": "b"}},
+        },
+    )
     assert mutations.status_code == 200
     texts = [r["result"]["data"]["result"]["structuredContent"]["text"] for r in mutations.json()]
     assert texts == ["a", "b"]
-    assert bob.get("/trpc/tools.listTools", params={"batch": "1", "input": "[1]"}).json()[0]["error"]["data"]["code"] == \
-        "BAD_REQUEST"
+    assert (
+        bob.get("/trpc/tools.listTools", params={"batch": "1", "input": "[1]"}).json()[0]["error"]["data"]["code"]
+        == "BAD_REQUEST"
+    )

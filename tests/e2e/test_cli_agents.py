@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
-
 from conftest import REPO_ROOT
 from factories import make_definition
+from typer.testing import CliRunner
+
 from toolagent.cli import app
 
 SEED = str(REPO_ROOT / "seeds" / "demo_supabase_agent.json")

@@ -30,12 +30,19 @@ def db(db_file: Path) -> str:
         async with open_store(url) as store:
             log = AuditLog(store.db)
             for i in range(4):
-                await log.append(AuditEntry(
-                    principal="alice", tool="file_read", risk="safe", level="execute_basic",
-                    decision="deny" if i == 2 else "allow", outcome="denied" if i == 2 else None,
-                    reason="level [execute_basic] too low" if i == 2 else None,
-                    arguments={"path": f"/data/{i}", "api_key": "sk_live_abcdefghijklmnop"}, execution_id=f"exec_{i}",
-                ))
+                await log.append(
+                    AuditEntry(
+                        principal="alice",
+                        tool="file_read",
+                        risk="safe",
+                        level="execute_basic",
+                        decision="deny" if i == 2 else "allow",
+                        outcome="denied" if i == 2 else None,
+                        reason="level [execute_basic] too low" if i == 2 else None,
+                        arguments={"path": f"/data/{i}", "api_key": "sk_live_abcdefghijklmnop"},
+                        execution_id=f"exec_{i}",
+                    )
+                )
 
     anyio.run(fill)
     return url
@@ -57,8 +64,14 @@ def test_verify_ok_then_tampered(db: str, db_file: Path) -> None:
     code, stdout, _ = invoke("--db", db, "--json", "audit", "verify")
     assert code == 1
     assert json.loads(stdout) | {"head_hash": None} == {
-        "ok": False, "rows_checked": 3, "first_bad_seq": 3, "reason": "row 3 was changed: its contents do not match its hash",
-        "head_seq": 4, "head_hash": None, "keyed": False}
+        "ok": False,
+        "rows_checked": 3,
+        "first_bad_seq": 3,
+        "reason": "row 3 was changed: its contents do not match its hash",
+        "head_seq": 4,
+        "head_hash": None,
+        "keyed": False,
+    }
 
 
 def test_verify_detects_a_deleted_last_row(db: str, db_file: Path) -> None:

@@ -25,8 +25,15 @@ def fill(url: str, n: int, key: str | None = KEY) -> None:
         async with open_store(url) as store:
             log = AuditLog(store.db, key=None if key is None else key.encode())
             for i in range(n):
-                await log.append(AuditEntry(principal="alice", tool="file_read", decision="allow",
-                                            arguments={"i": i}, execution_id=f"exec_{i}"))
+                await log.append(
+                    AuditEntry(
+                        principal="alice",
+                        tool="file_read",
+                        decision="allow",
+                        arguments={"i": i},
+                        execution_id=f"exec_{i}",
+                    )
+                )
 
     anyio.run(body)
 
@@ -54,8 +61,11 @@ def test_dropping_the_newest_row_and_moving_the_head_back_fails_verify_head(db_u
     code, stdout, stderr = invoke(db_url, "audit", "verify", "--head", str(head_file))
     assert code == 0 and stdout.startswith("ok: 4 rows") and "unkeyed" not in stderr
     # The row before the newest is valid as it stands: point the head at it and drop row 4.
-    sql(db_url, "DELETE FROM audit_log WHERE seq = 4",
-        "UPDATE audit_head SET seq = 3, hash = (SELECT hash FROM audit_log WHERE seq = 3) WHERE id = 1")
+    sql(
+        db_url,
+        "DELETE FROM audit_log WHERE seq = 4",
+        "UPDATE audit_head SET seq = 3, hash = (SELECT hash FROM audit_log WHERE seq = 3) WHERE id = 1",
+    )
     code, _, _ = invoke(db_url, "audit", "verify")
     assert code == 0  # the chain alone cannot tell
     code, _, stderr = invoke(db_url, "audit", "verify", "--head", str(head_file))

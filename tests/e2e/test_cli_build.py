@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from mcp_harness import PROBE, probe_config, processes_matching
 from typer.testing import CliRunner
 
-from mcp_harness import PROBE, probe_config, processes_matching
 from toolagent.cli import app
 
 runner = CliRunner()
@@ -25,19 +25,28 @@ def env(tmp_path: Path) -> dict[str, str]:
     # server config says otherwise, and the local user is execute_basic.
     servers.write_text(json.dumps({"mcpServers": {"probe": probe_config(risk="safe")}}))
     agent = tmp_path / "chain.yaml"
-    agent.write_text(yaml.safe_dump({
-        "metadata": {"name": "chain", "displayName": "Chain"},
-        "configuration": {
-            "tools": ["probe/make-number", "probe/double"],
-            "toolParams": {"probe/make-number": {"value": "{{payload.n}}"}},
-            "deliverable": {"format": "markdown", "type": "report"},
-        },
-    }))
+    agent.write_text(
+        yaml.safe_dump(
+            {
+                "metadata": {"name": "chain", "displayName": "Chain"},
+                "configuration": {
+                    "tools": ["probe/make-number", "probe/double"],
+                    "toolParams": {"probe/make-number": {"value": "{{payload.n}}"}},
+                    "deliverable": {"format": "markdown", "type": "report"},
+                },
+            }
+        )
+    )
     failing = tmp_path / "failing.yaml"
-    failing.write_text(yaml.safe_dump({"metadata": {"name": "failing"},
-                                       "configuration": {"tools": ["probe/fail", "probe/echo"]}}))
-    return {"db": f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}", "servers": str(servers), "agent": str(agent),
-            "failing": str(failing)}
+    failing.write_text(
+        yaml.safe_dump({"metadata": {"name": "failing"}, "configuration": {"tools": ["probe/fail", "probe/echo"]}})
+    )
+    return {
+        "db": f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}",
+        "servers": str(servers),
+        "agent": str(agent),
+        "failing": str(failing),
+    }
 
 
 def invoke(env: dict[str, str], *args: str) -> tuple[int, str, str]:
@@ -111,7 +120,9 @@ def test_missing_server_config_is_a_configuration_error(env: dict[str, str], tmp
 
 def test_missing_environment_variable_in_config_is_named(env: dict[str, str], tmp_path: Path) -> None:
     cfg = tmp_path / "vars.json"
-    cfg.write_text(json.dumps({"mcpServers": {"probe": {**probe_config(), "env": {"X": "${TOOLAGENT_TEST_UNSET_VAR}"}}}}))
+    cfg.write_text(
+        json.dumps({"mcpServers": {"probe": {**probe_config(), "env": {"X": "${TOOLAGENT_TEST_UNSET_VAR}"}}}})
+    )
     result = runner.invoke(app, ["--db", env["db"], "--servers", str(cfg), "tools", "list"])
     assert result.exit_code == 2
     assert "Required environment variable TOOLAGENT_TEST_UNSET_VAR is not set" in result.stderr
@@ -133,8 +144,12 @@ def test_tools_list_and_call(env: dict[str, str]) -> None:
 
 def test_console_script_leaves_no_server_process(env: dict[str, str]) -> None:
     exe = Path(sys.executable).parent / "toolagent"
-    proc = subprocess.run([str(exe), "--db", env["db"], "--servers", env["servers"], "build", env["agent"], "-p", '{"n": 3}'],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(exe), "--db", env["db"], "--servers", env["servers"], "build", env["agent"], "-p", '{"n": 3}'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "# Chain: success" in proc.stdout
     assert processes_matching(str(PROBE)) == []

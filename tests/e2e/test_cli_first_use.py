@@ -13,17 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(300)
 TOOLAGENT = Path(sys.executable).parent / "toolagent"
 
 
-def toolagent(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 150) -> subprocess.CompletedProcess[str]:
+def toolagent(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 150
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("TOOLAGENT_")}
-    return subprocess.run([str(TOOLAGENT), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**base, "TOOLAGENT_MCP_CONFIG": str(REPO_ROOT / "mcp.json"), **(env or {})})
+    return subprocess.run(
+        [str(TOOLAGENT), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**base, "TOOLAGENT_MCP_CONFIG": str(REPO_ROOT / "mcp.json"), **(env or {})},
+    )
 
 
 # -- global options ----------------------------------------------------------------------------
@@ -34,11 +41,36 @@ def test_global_options_after_the_command_work_like_before_it(tmp_path: Path) ->
     assert toolagent("--db", db, "users", "add", "bob", "--level", "view_only", cwd=tmp_path).returncode == 0
     servers = str(REPO_ROOT / "mcp.json")
     env = {"SUPABASE_DEMO_DB": str(tmp_path / "demo.sqlite")}
-    before = toolagent("--db", db, "--servers", servers, "--json", "--user", "bob", "build",
-                       str(REPO_ROOT / "agents" / "supabase-agent.yaml"), "-p", '{"query": "users per organization"}',
-                       cwd=tmp_path, env=env)
-    after = toolagent("build", str(REPO_ROOT / "agents" / "supabase-agent.yaml"), "-p", '{"query": "users per organization"}',
-                      "--servers", servers, "--json", "--user", "bob", "--db", db, cwd=tmp_path, env=env)
+    before = toolagent(
+        "--db",
+        db,
+        "--servers",
+        servers,
+        "--json",
+        "--user",
+        "bob",
+        "build",
+        str(REPO_ROOT / "agents" / "supabase-agent.yaml"),
+        "-p",
+        '{"query": "users per organization"}',
+        cwd=tmp_path,
+        env=env,
+    )
+    after = toolagent(
+        "build",
+        str(REPO_ROOT / "agents" / "supabase-agent.yaml"),
+        "-p",
+        '{"query": "users per organization"}',
+        "--servers",
+        servers,
+        "--json",
+        "--user",
+        "bob",
+        "--db",
+        db,
+        cwd=tmp_path,
+        env=env,
+    )
     assert before.returncode == after.returncode == 1, (before.stderr, after.stderr)
     first, second = json.loads(before.stdout), json.loads(after.stdout)
     for run in (first, second):
@@ -100,7 +132,7 @@ def test_help_shows_global_options_everywhere_and_no_bool_metavar() -> None:
 def test_root_help_lists_every_command_with_its_own_first_line() -> None:
     texts = _help_texts()
     root = texts[()]
-    for path, text in texts.items():
+    for path in texts:
         if len(path) == 1:
             assert re.search(rf"│ {re.escape(path[0])}\s", root), path
     # The one-line table the root help uses, without importing the commands, matches each command.
@@ -115,28 +147,38 @@ def test_root_help_lists_every_command_with_its_own_first_line() -> None:
 HEAVY = ("mcp", "sqlalchemy", "uvicorn", "fastapi")
 
 
-def loaded_by(args: list[str], cwd: Path, env: dict[str, str] | None = None,
-              modules: tuple[str, ...] = HEAVY) -> list[object]:
+def loaded_by(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, modules: tuple[str, ...] = HEAVY
+) -> list[object]:
     """`[which of modules were imported, exit code]` of `toolagent ARGS` run as a fresh process."""
     code = (
         "import json, sys\nfrom toolagent.cli import main\nsys.argv = ['toolagent', *sys.argv[1:]]\n"
         "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\nelse:\n    code = 0\n"
         f"print('LOADED', json.dumps([sorted(m for m in {modules!r} if m in sys.modules), code]), file=sys.stderr)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=env
+    )
     last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
     assert last.startswith("LOADED "), proc.stderr
     return json.loads(last.removeprefix("LOADED "))  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("args", [["--help"], ["sql", "check", "SELECT 1 FROM users LIMIT 1"],
-                                  ["agents", "validate", str(REPO_ROOT / "agents" / "supabase-agent.yaml")]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["sql", "check", "SELECT 1 FROM users LIMIT 1"],
+        ["agents", "validate", str(REPO_ROOT / "agents" / "supabase-agent.yaml")],
+    ],
+)
 def test_light_commands_load_neither_the_mcp_sdk_nor_the_store(args: list[str], tmp_path: Path) -> None:
     assert loaded_by(args, tmp_path) == [[], 0]
 
 
-@pytest.mark.parametrize("args", [["runs", "list"], ["history"], ["users", "list"], ["keys", "list"],
-                                  ["executions", "active"], ["metrics"]])
+@pytest.mark.parametrize(
+    "args", [["runs", "list"], ["history"], ["users", "list"], ["keys", "list"], ["executions", "active"], ["metrics"]]
+)
 def test_store_commands_open_the_runtime_without_loading_the_mcp_sdk(args: list[str], tmp_path: Path) -> None:
     # The runtime's catalogue loads the SDK with the server pool, which only tool-calling commands
     # open: importing it costs a store command about as much as everything else it does. The agent
@@ -154,12 +196,28 @@ def test_store_commands_open_the_runtime_without_loading_the_mcp_sdk(args: list[
 def used_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A store after one demo run, a denied run, and an API key."""
     root = tmp_path_factory.mktemp("tables")
-    env = {"TOOLAGENT_DATABASE_URL": f"sqlite+aiosqlite:///{root / 'store.db'}", "SUPABASE_DEMO_DB": str(root / "demo.sqlite")}
+    env = {
+        "TOOLAGENT_DATABASE_URL": f"sqlite+aiosqlite:///{root / 'store.db'}",
+        "SUPABASE_DEMO_DB": str(root / "demo.sqlite"),
+    }
     demo = toolagent("demo", "--json", cwd=root, env=env)
     assert demo.returncode == 0, demo.stderr
-    assert toolagent("users", "add", "a-user-with-a-long-name", "--level", "view_only", cwd=root, env=env).returncode == 0
-    assert toolagent("keys", "create", "--user", "a-user-with-a-long-name", "--label", "a long label for the key",
-                     cwd=root, env=env).returncode == 0
+    assert (
+        toolagent("users", "add", "a-user-with-a-long-name", "--level", "view_only", cwd=root, env=env).returncode == 0
+    )
+    assert (
+        toolagent(
+            "keys",
+            "create",
+            "--user",
+            "a-user-with-a-long-name",
+            "--label",
+            "a long label for the key",
+            cwd=root,
+            env=env,
+        ).returncode
+        == 0
+    )
     denied = toolagent("--user", "a-user-with-a-long-name", "demo", cwd=root, env=env)
     assert denied.returncode == 1
     return {"root": root, "env": env}
@@ -171,13 +229,16 @@ def _ids(used_store: dict[str, Any], *args: str) -> Any:
     return json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize("command", [["runs", "list"], ["history"], ["keys", "list"], ["metrics"], ["agents", "list"],
-                                     ["audit", "list"]])
+@pytest.mark.parametrize(
+    "command", [["runs", "list"], ["history"], ["keys", "list"], ["metrics"], ["agents", "list"], ["audit", "list"]]
+)
 def test_tables_at_80_columns_keep_ids_and_tool_names_whole(used_store: dict[str, Any], command: list[str]) -> None:
     expected = {
         "runs": lambda: [r["id"] for r in _ids(used_store, "runs", "list")] + ["demo/supabase-agent"],
-        "history": lambda: [e["id"] for e in _ids(used_store, "history")["executions"]]
-        + [e["toolName"] for e in _ids(used_store, "history")["executions"]],
+        "history": lambda: (
+            [e["id"] for e in _ids(used_store, "history")["executions"]]
+            + [e["toolName"] for e in _ids(used_store, "history")["executions"]]
+        ),
         "keys": lambda: [k["id"] for k in _ids(used_store, "keys", "list")],
         "metrics": lambda: [t["tool"] for t in _ids(used_store, "metrics")["tools"]],
         "agents": lambda: ["demo/supabase-agent", "supabase/analyze-results", "supabase/generate-sql"],
@@ -222,8 +283,9 @@ def test_a_missing_agent_file_is_reported_as_a_missing_file(tmp_path: Path, ref:
 def test_db_takes_a_bare_file_path(tmp_path: Path) -> None:
     assert toolagent("--db", "./x.db", "users", "add", "carol", cwd=tmp_path).returncode == 0
     assert (tmp_path / "x.db").is_file()
-    users = json.loads(toolagent("--json", "--db", f"sqlite+aiosqlite:///{tmp_path / 'x.db'}", "users", "list",
-                                 cwd=REPO_ROOT).stdout)
+    users = json.loads(
+        toolagent("--json", "--db", f"sqlite+aiosqlite:///{tmp_path / 'x.db'}", "users", "list", cwd=REPO_ROOT).stdout
+    )
     assert "carol" in {u["name"] for u in users}
 
 
@@ -249,6 +311,7 @@ for module in pkgutil.iter_modules(cli.__path__):
 names = {i.name or i.callback.__name__ for i in app.registered_commands} | {g.name for g in app.registered_groups}
 print(json.dumps([sorted(names), sorted(COMMANDS)]))
 """
-    registered, table = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                                  timeout=120, check=True).stdout)
+    registered, table = json.loads(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    )
     assert registered == table

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -24,8 +23,9 @@ SEED = str(REPO_ROOT / "seeds" / "demo_supabase_agent.json")
 def cli(db: str, *args: str, user: str = "ops") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TERM": "dumb", "COLUMNS": "200"}
     env.pop("TOOLAGENT_AUDIT_KEY", None)
-    return subprocess.run([str(TOOLAGENT), "--db", db, "--user", user, *args], capture_output=True, text=True,
-                          timeout=120, env=env)
+    return subprocess.run(
+        [str(TOOLAGENT), "--db", db, "--user", user, *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def as_json(db: str, *args: str, user: str = "ops") -> Any:
@@ -40,7 +40,12 @@ def test_orgs_commands_and_audited_agent_writes(db_url: str, tmp_path: Path) -> 
 
     [demo] = as_json(db_url, "orgs", "list")
     assert (demo["slug"], demo["members"], demo["admins"], demo["agents"], demo["createdBy"]) == (
-        "demo", 0, 0, 1, "seeder")
+        "demo",
+        0,
+        0,
+        1,
+        "seeder",
+    )
     empty = cli(db_url, "orgs", "members", "demo")
     assert empty.returncode == 0 and "only global admins" in empty.stdout and "orgs grant demo USER" in empty.stdout
 
@@ -83,10 +88,14 @@ def test_orgs_commands_and_audited_agent_writes(db_url: str, tmp_path: Path) -> 
     rows = as_json(db_url, "audit", "list", "-n", "100")
     changes = [(r["event"], r["principal"], r["decision"], r["arguments"]["via"]) for r in rows]
     assert changes == [
-        ("org.create", "seeder", "allow", "cli"), ("agent.create", "seeder", "allow", "cli"),
-        ("org.grant", "ops", "allow", "cli"), ("org.grant", "ops", "allow", "cli"),
-        ("org.create", "ops", "allow", "cli"), ("org.grant", "ops", "allow", "cli"),
-        ("org.revoke", "ops", "allow", "cli"), ("agent.update", "operator-olga", "allow", "cli"),
+        ("org.create", "seeder", "allow", "cli"),
+        ("agent.create", "seeder", "allow", "cli"),
+        ("org.grant", "ops", "allow", "cli"),
+        ("org.grant", "ops", "allow", "cli"),
+        ("org.create", "ops", "allow", "cli"),
+        ("org.grant", "ops", "allow", "cli"),
+        ("org.revoke", "ops", "allow", "cli"),
+        ("agent.update", "operator-olga", "allow", "cli"),
     ]
     paths = {d["path"] for d in rows[-1]["arguments"]["diff"]}
     assert {"yaml.configuration.security.allowed_tables", "yaml.configuration.security.denied_operations"} <= paths

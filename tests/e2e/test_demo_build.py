@@ -12,7 +12,6 @@ from typing import Any
 
 import psycopg
 import pytest
-
 from conftest import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(180)
@@ -21,8 +20,9 @@ TABLES = ("users", "agent_conversations", "kpi_metrics", "kpi_data")
 
 
 def toolagent(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(TOOLAGENT), *args], cwd=cwd, capture_output=True, text=True, timeout=150,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [str(TOOLAGENT), *args], cwd=cwd, capture_output=True, text=True, timeout=150, env={**os.environ, **(env or {})}
+    )
 
 
 def results(stdout: str) -> list[dict[str, Any]]:
@@ -44,8 +44,12 @@ def check_top_ten(payload: dict[str, Any]) -> None:
     assert steps[3]["paramSources"]["rows"] == "previous:supabase/execute-sql.rows"
     md = payload["deliverable"]["metadata"]
     assert md["toolsExecuted"] == 4 and md["successfulTools"] == 4 and md["failedTools"] == 0
-    assert md["toolsUsed"] == ["supabase/get-schema", "supabase/generate-sql", "supabase/execute-sql",
-                               "supabase/analyze-results"]
+    assert md["toolsUsed"] == [
+        "supabase/get-schema",
+        "supabase/generate-sql",
+        "supabase/execute-sql",
+        "supabase/analyze-results",
+    ]
 
 
 def test_demo_command_runs_offline_on_the_embedded_database(tmp_path: Path) -> None:
@@ -83,23 +87,42 @@ def row_counts(url: str) -> dict[str, int]:
 
 @pytest.mark.postgres
 def test_demo_against_postgresql(tmp_path: Path, supabase_pg: str) -> None:
-    env = {"SUPABASE_BACKEND": "postgres", "SUPABASE_DB_URL": supabase_pg.replace("postgresql+psycopg", "postgresql"),
-           "TOOLAGENT_MCP_CONFIG": str(REPO_ROOT / "mcp.json")}
+    env = {
+        "SUPABASE_BACKEND": "postgres",
+        "SUPABASE_DB_URL": supabase_pg.replace("postgresql+psycopg", "postgresql"),
+        "TOOLAGENT_MCP_CONFIG": str(REPO_ROOT / "mcp.json"),
+    }
     proc = toolagent("--json", "demo", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     check_top_ten(json.loads(proc.stdout))
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("sql", ["DELETE FROM users", "DROP TABLE kpi_data", "UPDATE users SET plan = 'free'",
-                                 "WITH gone AS (DELETE FROM kpi_data RETURNING *) SELECT count(*) FROM gone"])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM users",
+        "DROP TABLE kpi_data",
+        "UPDATE users SET plan = 'free'",
+        "WITH gone AS (DELETE FROM kpi_data RETURNING *) SELECT count(*) FROM gone",
+    ],
+)
 def test_writes_never_reach_postgresql(tmp_path: Path, supabase_pg: str, sql: str) -> None:
     before = row_counts(supabase_pg)
-    env = {"SUPABASE_BACKEND": "postgres", "SUPABASE_DB_URL": supabase_pg.replace("postgresql+psycopg", "postgresql"),
-           "TOOLAGENT_MCP_CONFIG": str(REPO_ROOT / "mcp.json")}
+    env = {
+        "SUPABASE_BACKEND": "postgres",
+        "SUPABASE_DB_URL": supabase_pg.replace("postgresql+psycopg", "postgresql"),
+        "TOOLAGENT_MCP_CONFIG": str(REPO_ROOT / "mcp.json"),
+    }
     assert toolagent("seed", cwd=tmp_path, env=env).returncode == 0
-    override = json.dumps({"toolParams": {"supabase/generate-sql": {"query": "how many conversations"},
-                                          "supabase/execute-sql": {"sql": sql}}})
+    override = json.dumps(
+        {
+            "toolParams": {
+                "supabase/generate-sql": {"query": "how many conversations"},
+                "supabase/execute-sql": {"sql": sql},
+            }
+        }
+    )
     proc = toolagent("--json", "build", "demo/supabase-agent", "-o", override, cwd=tmp_path, env=env)
     assert proc.returncode == 1
     steps = results(proc.stdout)

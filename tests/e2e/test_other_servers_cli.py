@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import NODE_BIN, REPO_ROOT
 from mcp_harness import served_page
 
@@ -45,8 +44,13 @@ def test_readme_example_chains_playwright_filesystem_and_git(tmp_path: Path, sit
     repo.mkdir()
     for cmd in (["init", "-q"], ["config", "user.email", "t@example.com"], ["config", "user.name", "T"]):
         subprocess.run(["git", *cmd], cwd=repo, check=True)
-    env = {**os.environ, "PATH": f"{NODE_BIN}:{PEERS_BIN}:{os.environ['PATH']}", "TOOLAGENT_WORKSPACE": str(repo),
-           "PLAYWRIGHT_MCP_OUTPUT": str(tmp_path / "pw"), "TOOLAGENT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"}
+    env = {
+        **os.environ,
+        "PATH": f"{NODE_BIN}:{PEERS_BIN}:{os.environ['PATH']}",
+        "TOOLAGENT_WORKSPACE": str(repo),
+        "PLAYWRIGHT_MCP_OUTPUT": str(tmp_path / "pw"),
+        "TOOLAGENT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}",
+    }
     env.pop("TOOLAGENT_USER", None)
     env.pop("TOOLAGENT_ENGINE_CONFIG", None)
 
@@ -55,7 +59,9 @@ def test_readme_example_chains_playwright_filesystem_and_git(tmp_path: Path, sit
     added = toolagent(env, "users", "add", "archivist", "--level", "execute_advanced")
     assert added.returncode == 0, added.stderr
     payload = json.dumps({"url": site, "repo_path": str(repo)})
-    built = toolagent(env, "--servers", str(EXAMPLE_CONFIG), "--user", "archivist", "build", str(EXAMPLE_AGENT), "-p", payload)
+    built = toolagent(
+        env, "--servers", str(EXAMPLE_CONFIG), "--user", "archivist", "build", str(EXAMPLE_AGENT), "-p", payload
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     assert built.stdout.startswith("# Page snapshot to git: success")
     assert 'heading "Hello from the test"' in (repo / "snapshot.md").read_text()
@@ -72,8 +78,9 @@ def test_a_server_that_never_starts_is_announced_and_waited_for_once(tmp_path: P
     starts = tmp_path / "starts"
     hang = f"open({str(starts)!r}, 'a').write('start\\n'); import time; time.sleep(120)"
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {
-        "slow": {"command": sys.executable, "args": ["-c", hang], "connect_timeout_s": 2}}}))
+    config.write_text(
+        json.dumps({"mcpServers": {"slow": {"command": sys.executable, "args": ["-c", hang], "connect_timeout_s": 2}}})
+    )
     agent = tmp_path / "slow.yaml"
     agent.write_text("metadata: {name: slow}\nconfiguration:\n  tools: [slow/anything]\n")
     env = {**os.environ, "TOOLAGENT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"}

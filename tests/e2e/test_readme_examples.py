@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
@@ -99,13 +98,19 @@ class Workspace:
             shutil.copytree(REPO_ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy(REPO_ROOT / "mcp.json", root / "mcp.json")
         keep = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLAGENT_", "SUPABASE_"))}
-        self.env = {**keep, "PATH": f"{BIN}{os.pathsep}{keep.get('PATH', '')}", "SUPABASE_DEMO_DB": str(root / "demo.sqlite"),
-                    "TOOLAGENT_DATABASE_URL": f"sqlite+aiosqlite:///{root / 'store.db'}", "COLUMNS": "120"}
+        self.env = {
+            **keep,
+            "PATH": f"{BIN}{os.pathsep}{keep.get('PATH', '')}",
+            "SUPABASE_DEMO_DB": str(root / "demo.sqlite"),
+            "TOOLAGENT_DATABASE_URL": f"sqlite+aiosqlite:///{root / 'store.db'}",
+            "COLUMNS": "120",
+        }
 
     def sh(self, command: str) -> subprocess.CompletedProcess[str]:
         """Run one command line with bash, as a reader would paste it."""
-        return subprocess.run(["bash", "-c", command], cwd=self.root, env=self.env, capture_output=True,
-                              text=True, timeout=300)
+        return subprocess.run(
+            ["bash", "-c", command], cwd=self.root, env=self.env, capture_output=True, text=True, timeout=300
+        )
 
     def json_of(self, command: str) -> object:
         proc = self.sh(command)
@@ -118,7 +123,9 @@ class Workspace:
             latest = self.json_of("toolagent --json runs list --limit 1")[0]  # type: ignore[index]
             command = command.replace("RUN_ID", latest["id"]).replace("DELIVERABLE_ID", latest["deliverableId"])
         if "EXEC_ID" in command:
-            command = command.replace("EXEC_ID", self.json_of("toolagent --json history --limit 1")["executions"][0]["id"])  # type: ignore[index]
+            command = command.replace(
+                "EXEC_ID", self.json_of("toolagent --json history --limit 1")["executions"][0]["id"]
+            )  # type: ignore[index]
         if "KEY_ID" in command:
             command = command.replace("KEY_ID", self.json_of("toolagent --json keys list")[0]["id"])  # type: ignore[index]
         return command
@@ -144,12 +151,20 @@ def test_every_readme_example_works_as_written(tmp_path: Path) -> None:
         proc = ws.sh(command)
         ran += 1
         if proc.returncode != example.exit_code:
-            failures.append(f"README.md:{example.line}: `{command}` exited {proc.returncode}, expected "
-                            f"{example.exit_code}\n{proc.stderr.strip()[-800:]}")
+            failures.append(
+                f"README.md:{example.line}: `{command}` exited {proc.returncode}, expected "
+                f"{example.exit_code}\n{proc.stderr.strip()[-800:]}"
+            )
         elif example.expected_json is not None and json.loads(proc.stdout) != example.expected_json:
             failures.append(f"README.md:{example.line}: `{command}` printed {proc.stdout.strip()}")
-    proc = subprocess.run([sys.executable, "-c", python_example(text)], cwd=tmp_path, env=ws.env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", python_example(text)],
+        cwd=tmp_path,
+        env=ws.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if proc.returncode != 0 or not proc.stdout.startswith("success "):
         failures.append(f"README 'From Python' example: exit {proc.returncode}\n{proc.stdout}{proc.stderr[-800:]}")
     assert ran >= 25

@@ -38,8 +38,9 @@ anyio.run(main)
 def _serve(tmp_path: Path, mode: str, **env: str) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     db = f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"
     environ = {k: v for k, v in os.environ.items() if k != "TOOLAGENT_GC_THRESHOLD"} | env
-    out = subprocess.run([sys.executable, "-c", CHILD, db, mode], capture_output=True, text=True, timeout=120,
-                         env=environ)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, db, mode], capture_output=True, text=True, timeout=120, env=environ
+    )
     assert out.returncode == 0, out.stderr
     frozen, *numbers = (int(n) for n in out.stdout.split()[-7:])
     return frozen, tuple(numbers[:3]), tuple(numbers[3:])

@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT
 
 STUB = """#!/usr/bin/env bash
@@ -41,36 +40,59 @@ def fresh_clone(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     bin_dir.mkdir()
     _executable(bin_dir / "python3", STUB)
     _executable(bin_dir / "npm", STUB)
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("TOOLAGENT_", "PYTHON"))},
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "calls.log"),
-           # The suite's own database: no cluster is started or installed here.
-           "TOOLAGENT_TEST_PG_URL": "postgresql://stub@127.0.0.1/none"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TOOLAGENT_", "PYTHON"))},
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "STUB_LOG": str(tmp_path / "calls.log"),
+        # The suite's own database: no cluster is started or installed here.
+        "TOOLAGENT_TEST_PG_URL": "postgresql://stub@127.0.0.1/none",
+    }
     return root, env
 
 
 def _phases(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith(("toolagent setup:", "toolagent test:",
-                                                                      "toolagent demo:"))]
+    return [
+        line
+        for line in stderr.splitlines()
+        if line.startswith(("toolagent setup:", "toolagent test:", "toolagent demo:"))
+    ]
 
 
-@pytest.mark.skipif(not Path("/usr/bin/chromium").exists() and os.geteuid() == 0,
-                    reason="scripts/bootstrap would install chromium here")
+@pytest.mark.skipif(
+    not Path("/usr/bin/chromium").exists() and os.geteuid() == 0, reason="scripts/bootstrap would install chromium here"
+)
 def test_scripts_test_says_each_install_phase(fresh_clone: tuple[Path, dict[str, str]]) -> None:
     root, env = fresh_clone
-    proc = subprocess.run(["scripts/test", "-q"], cwd=root, env={**env, "TOOLAGENT_TEST_WORKERS": "3"},
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["scripts/test", "-q"],
+        cwd=root,
+        env={**env, "TOOLAGENT_TEST_WORKERS": "3"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     phases = _phases(proc.stderr)
     assert [p.split(":")[1].split()[0:3] for p in phases] == [
-        ["creating", "the", "virtualenv"], ["installing", "python", "packages"], ["installing", "the", "npm"],
-        ["installing", "the", "PyPI"], ["running", "pytest", "with"]], phases
+        ["creating", "the", "virtualenv"],
+        ["installing", "python", "packages"],
+        ["installing", "the", "npm"],
+        ["installing", "the", "PyPI"],
+        ["running", "pytest", "with"],
+    ], phases
     assert phases[-1] == "toolagent test: running pytest with 3 workers"
     calls = Path(env["STUB_LOG"]).read_text().splitlines()
     assert calls[-1] == "python -m pytest -n 3 --dist worksteal -q"
     # A second run has nothing to install and says only that it runs the tests; one worker runs
     # them in one process, and an explicit -n is passed through as given.
-    again = subprocess.run(["scripts/test"], cwd=root, env={**env, "TOOLAGENT_TEST_WORKERS": "1"},
-                           capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        ["scripts/test"],
+        cwd=root,
+        env={**env, "TOOLAGENT_TEST_WORKERS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert _phases(again.stderr) == ["toolagent test: running pytest"]
     assert Path(env["STUB_LOG"]).read_text().splitlines()[-1] == "python -m pytest"
     given = subprocess.run(["scripts/test", "-n", "2"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
@@ -80,8 +102,9 @@ def test_scripts_test_says_each_install_phase(fresh_clone: tuple[Path, dict[str,
 
 def test_scripts_demo_says_each_phase(fresh_clone: tuple[Path, dict[str, str]]) -> None:
     root, env = fresh_clone
-    proc = subprocess.run(["scripts/demo", "-q", "how many users"], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        ["scripts/demo", "-q", "how many users"], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     phases = _phases(proc.stderr)
     assert len(phases) == 3 and "virtualenv" in phases[0] and "python packages" in phases[1], phases

@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO_ROOT
 
 from toolagent.store.migrations import head_revision
-
-from conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.wheel, pytest.mark.timeout(900), pytest.mark.slow]
 
@@ -30,8 +29,11 @@ def _run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeo
 
 def _clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without anything pointing at the checkout or configuring toolagent."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME") and not k.startswith(("TOOLAGENT_", "SUPABASE_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME") and not k.startswith(("TOOLAGENT_", "SUPABASE_"))
+    }
     return {**env, **extra}
 
 
@@ -44,14 +46,21 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repo(tmp_path: Path) -> N
         shutil.copy(REPO_ROOT / name, source / name)
     shutil.copytree(REPO_ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     dist = tmp_path / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)], cwd=tmp_path,
-         env=_clean_env())
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
+        cwd=tmp_path,
+        env=_clean_env(),
+    )
     (wheel,) = dist.glob("toolagent-*.whl")
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=_clean_env())
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], cwd=tmp_path, env=_clean_env(),
-         timeout=900)
+    _run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        cwd=tmp_path,
+        env=_clean_env(),
+        timeout=900,
+    )
 
     work = tmp_path / "empty"
     work.mkdir()
@@ -66,6 +75,9 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repo(tmp_path: Path) -> N
     # The store it made is migrated by the revisions shipped in the wheel.
     with contextlib.closing(sqlite3.connect(work / ".toolagent" / "toolagent.db")) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(head_revision(),)]
-    location = _run([str(venv / "bin" / "python"), "-c", "import toolagent, sys; sys.stdout.write(toolagent.__file__)"],
-                    cwd=work, env=env)
+    location = _run(
+        [str(venv / "bin" / "python"), "-c", "import toolagent, sys; sys.stdout.write(toolagent.__file__)"],
+        cwd=work,
+        env=env,
+    )
     assert Path(location).is_relative_to(venv)

@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-
 from mcp_harness import PROBE, http_probe, node_config, probe_config, processes_matching, read_log, servers
+
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
 from toolagent.errors import DefinitionInvalid, UnknownTool, UsageError
@@ -33,7 +33,10 @@ def agent(configuration: dict[str, Any], name: str = "probe-agent") -> LoadedAge
 
 
 async def run_build(
-    tmp_path: Path, config: ServersConfig, configuration: dict[str, Any], payload: dict[str, Any] | None = None,
+    tmp_path: Path,
+    config: ServersConfig,
+    configuration: dict[str, Any],
+    payload: dict[str, Any] | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> tuple[RunOutcome, Any]:
     async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store:
@@ -49,14 +52,19 @@ async def run_build(
 
 async def test_sequential_chaining_by_reference_and_implicitly(tmp_path: Path, node_bin: Path) -> None:
     config = servers(probe=probe_config(), everything=node_config("mcp-server-everything", "stdio"))
-    outcome, (run_row, steps, deliverable) = await run_build(tmp_path, config, {
-        "tools": ["probe/make-number", "probe/double", "probe/echo", "everything/echo"],
-        "toolParams": {
-            "probe/make-number": {"value": "{{payload.start}}", "label": "start"},
-            "probe/echo": {"text": "from {{steps['probe/make-number'].value}} to <<previous.value>>"},
-            "everything/echo": {"message": "{{steps['probe/echo'].text}}"},
+    outcome, (run_row, steps, deliverable) = await run_build(
+        tmp_path,
+        config,
+        {
+            "tools": ["probe/make-number", "probe/double", "probe/echo", "everything/echo"],
+            "toolParams": {
+                "probe/make-number": {"value": "{{payload.start}}", "label": "start"},
+                "probe/echo": {"text": "from {{steps['probe/make-number'].value}} to <<previous.value>>"},
+                "everything/echo": {"message": "{{steps['probe/echo'].text}}"},
+            },
         },
-    }, payload={"start": 21})
+        payload={"start": 21},
+    )
     assert outcome.status == "success", outcome.error
     assert [s.status for s in steps] == ["success"] * 4
     assert steps[1].params == {"value": 21.0}
@@ -68,23 +76,37 @@ async def test_sequential_chaining_by_reference_and_implicitly(tmp_path: Path, n
     assert md["toolsExecuted"] == 4 and md["successfulTools"] == 4 and md["failedTools"] == 0
     assert md["executionMode"] == "sequential" and md["stopOnError"] is True
     assert md["toolsUsed"] == ["probe/make-number", "probe/double", "probe/echo", "everything/echo"]
-    assert md["runId"] == outcome.run_id and md["agent"] == {"organization": "tests", "slug": "probe-agent", "version": "1.2.3"}
+    assert md["runId"] == outcome.run_id and md["agent"] == {
+        "organization": "tests",
+        "slug": "probe-agent",
+        "version": "1.2.3",
+    }
     assert md["durationMs"] > 0 and md["startedAt"] <= md["endedAt"]
     assert run_row.status == "success" and run_row.deliverable_id == deliverable.id
 
 
 async def test_type_of_single_reference_is_kept(tmp_path: Path) -> None:
-    outcome, (_, steps, _) = await run_build(tmp_path, servers(probe=probe_config()), {
-        "tools": ["probe/add"], "toolParams": {"probe/add": {"a": "{{payload.a}}", "b": "<<payload.b>>"}},
-    }, payload={"a": 2, "b": 3.5})
+    outcome, (_, steps, _) = await run_build(
+        tmp_path,
+        servers(probe=probe_config()),
+        {
+            "tools": ["probe/add"],
+            "toolParams": {"probe/add": {"a": "{{payload.a}}", "b": "<<payload.b>>"}},
+        },
+        payload={"a": 2, "b": 3.5},
+    )
     assert outcome.ok and steps[0].result["structuredContent"]["value"] == 5.5
 
 
 async def test_stop_on_error_skips_later_steps(tmp_path: Path) -> None:
-    outcome, (run_row, steps, deliverable) = await run_build(tmp_path, servers(probe=probe_config()), {
-        "tools": ["probe/echo", "probe/fail", "probe/add"],
-        "toolParams": {"probe/echo": {"text": "x"}, "probe/add": {"a": 1, "b": 2}},
-    })
+    outcome, (run_row, steps, deliverable) = await run_build(
+        tmp_path,
+        servers(probe=probe_config()),
+        {
+            "tools": ["probe/echo", "probe/fail", "probe/add"],
+            "toolParams": {"probe/echo": {"text": "x"}, "probe/add": {"a": 1, "b": 2}},
+        },
+    )
     assert outcome.status == "failed" and run_row.status == "failed"
     assert [s.status for s in steps] == ["success", "failed", "skipped"]
     assert "deliberate failure" in steps[1].error
@@ -92,9 +114,15 @@ async def test_stop_on_error_skips_later_steps(tmp_path: Path) -> None:
 
 
 async def test_without_stop_on_error_every_step_runs(tmp_path: Path) -> None:
-    outcome, (_, steps, deliverable) = await run_build(tmp_path, servers(probe=probe_config()), {
-        "tools": ["probe/fail", "probe/add"], "stopOnError": False, "toolParams": {"probe/add": {"a": 1, "b": 2}},
-    })
+    outcome, (_, steps, deliverable) = await run_build(
+        tmp_path,
+        servers(probe=probe_config()),
+        {
+            "tools": ["probe/fail", "probe/add"],
+            "stopOnError": False,
+            "toolParams": {"probe/add": {"a": 1, "b": 2}},
+        },
+    )
     assert outcome.status == "failed"
     assert [s.status for s in steps] == ["failed", "success"]
     assert deliverable.metadata["successfulTools"] == 1 and deliverable.metadata["failedTools"] == 1
@@ -102,11 +130,20 @@ async def test_without_stop_on_error_every_step_runs(tmp_path: Path) -> None:
 
 async def test_parallel_fan_out_runs_concurrently(tmp_path: Path) -> None:
     log = tmp_path / "probe.log"
-    tools = [f"probe/sleep" for _ in range(1)] + ["probe/echo", "probe/add"]
-    outcome, (_, steps, deliverable) = await run_build(tmp_path, servers(probe=probe_config(log)), {
-        "tools": tools, "toolExecutionMode": "parallel",
-        "toolParams": {"probe/sleep": {"seconds": 0.5, "tag": "s"}, "probe/echo": {"text": "hi"}, "probe/add": {"a": 1, "b": 1}},
-    })
+    tools = ["probe/sleep" for _ in range(1)] + ["probe/echo", "probe/add"]
+    outcome, (_, steps, deliverable) = await run_build(
+        tmp_path,
+        servers(probe=probe_config(log)),
+        {
+            "tools": tools,
+            "toolExecutionMode": "parallel",
+            "toolParams": {
+                "probe/sleep": {"seconds": 0.5, "tag": "s"},
+                "probe/echo": {"text": "hi"},
+                "probe/add": {"a": 1, "b": 1},
+            },
+        },
+    )
     assert outcome.ok and deliverable.metadata["executionMode"] == "parallel"
     assert [s.status for s in steps] == ["success"] * 3
     # The quick steps finished while the slow one was still sleeping.
@@ -115,10 +152,15 @@ async def test_parallel_fan_out_runs_concurrently(tmp_path: Path) -> None:
 
 async def test_parallel_stop_on_error_cancels_siblings(tmp_path: Path) -> None:
     log = tmp_path / "probe.log"
-    outcome, (_, steps, _) = await run_build(tmp_path, servers(probe=probe_config(log)), {
-        "tools": ["probe/sleep", "probe/fail"], "toolExecutionMode": "parallel",
-        "toolParams": {"probe/sleep": {"seconds": 30, "tag": "long"}},
-    })
+    outcome, (_, steps, _) = await run_build(
+        tmp_path,
+        servers(probe=probe_config(log)),
+        {
+            "tools": ["probe/sleep", "probe/fail"],
+            "toolExecutionMode": "parallel",
+            "toolParams": {"probe/sleep": {"seconds": 30, "tag": "long"}},
+        },
+    )
     assert outcome.status == "failed"
     assert [s.status for s in steps] == ["cancelled", "failed"]
     assert "probe/fail" in steps[0].error
@@ -128,18 +170,29 @@ async def test_parallel_stop_on_error_cancels_siblings(tmp_path: Path) -> None:
 
 
 async def test_parallel_without_stop_on_error_keeps_every_result(tmp_path: Path) -> None:
-    outcome, (_, steps, _) = await run_build(tmp_path, servers(probe=probe_config()), {
-        "tools": ["probe/fail", "probe/echo"], "toolExecutionMode": "parallel", "stopOnError": False,
-        "toolParams": {"probe/echo": {"text": "kept"}},
-    })
+    outcome, (_, steps, _) = await run_build(
+        tmp_path,
+        servers(probe=probe_config()),
+        {
+            "tools": ["probe/fail", "probe/echo"],
+            "toolExecutionMode": "parallel",
+            "stopOnError": False,
+            "toolParams": {"probe/echo": {"text": "kept"}},
+        },
+    )
     assert [s.status for s in steps] == ["failed", "success"]
     assert steps[1].result["structuredContent"]["text"] == "kept"
 
 
 async def test_unknown_namespace_names_the_server(tmp_path: Path) -> None:
-    outcome, (_, steps, _) = await run_build(tmp_path, servers(probe=probe_config()), {
-        "tools": ["nosuch/tool", "probe/echo"], "toolParams": {"probe/echo": {"text": "x"}},
-    })
+    outcome, (_, steps, _) = await run_build(
+        tmp_path,
+        servers(probe=probe_config()),
+        {
+            "tools": ["nosuch/tool", "probe/echo"],
+            "toolParams": {"probe/echo": {"text": "x"}},
+        },
+    )
     assert [s.status for s in steps] == ["failed", "skipped"]
     assert steps[0].error.startswith("MCP server is not available: nosuch")
 
@@ -152,26 +205,41 @@ async def test_unknown_tool_lists_the_servers_tools(tmp_path: Path) -> None:
 
 async def test_bad_arguments_name_the_field_and_never_reach_the_server(tmp_path: Path) -> None:
     log = tmp_path / "probe.log"
-    outcome, (_, steps, _) = await run_build(tmp_path, servers(probe=probe_config(log)), {
-        "tools": ["probe/add"], "toolParams": {"probe/add": {"a": "one", "b": 2}},
-    })
+    outcome, (_, steps, _) = await run_build(
+        tmp_path,
+        servers(probe=probe_config(log)),
+        {
+            "tools": ["probe/add"],
+            "toolParams": {"probe/add": {"a": "one", "b": 2}},
+        },
+    )
     assert outcome.status == "failed"
     assert "`a`: 'one' is not of type 'number'" in steps[0].error
     assert not [e for e in read_log(log) if e["event"] == "call"]
 
 
 async def test_missing_template_reference_fails_the_step(tmp_path: Path) -> None:
-    _, (_, steps, _) = await run_build(tmp_path, servers(probe=probe_config()), {
-        "tools": ["probe/echo"], "toolParams": {"probe/echo": {"text": "{{payload.absent}}"}},
-    })
+    _, (_, steps, _) = await run_build(
+        tmp_path,
+        servers(probe=probe_config()),
+        {
+            "tools": ["probe/echo"],
+            "toolParams": {"probe/echo": {"text": "{{payload.absent}}"}},
+        },
+    )
     assert steps[0].status == "failed" and "'payload.absent' is not set" in steps[0].error
 
 
 async def test_streamable_http_server(tmp_path: Path) -> None:
     with http_probe() as url:
-        outcome, (_, steps, _) = await run_build(tmp_path, servers(remote={"url": url}), {
-            "tools": ["remote/make-number", "remote/double"], "toolParams": {"remote/make-number": {"value": 4}},
-        })
+        outcome, (_, steps, _) = await run_build(
+            tmp_path,
+            servers(remote={"url": url}),
+            {
+                "tools": ["remote/make-number", "remote/double"],
+                "toolParams": {"remote/make-number": {"value": 4}},
+            },
+        )
     assert outcome.ok, outcome.error
     assert steps[1].result["structuredContent"]["value"] == 8
 
@@ -180,9 +248,14 @@ async def test_filesystem_server_reads_a_file(tmp_path: Path, node_bin: Path) ->
     root = tmp_path / "root"
     root.mkdir()
     (root / "note.txt").write_text("hello from disk")
-    outcome, (_, steps, _) = await run_build(tmp_path, servers(fs=node_config("mcp-server-filesystem", str(root))), {
-        "tools": ["fs/read_text_file"], "toolParams": {"fs/read_text_file": {"path": str(root / "note.txt")}},
-    })
+    outcome, (_, steps, _) = await run_build(
+        tmp_path,
+        servers(fs=node_config("mcp-server-filesystem", str(root))),
+        {
+            "tools": ["fs/read_text_file"],
+            "toolParams": {"fs/read_text_file": {"path": str(root / "note.txt")}},
+        },
+    )
     assert outcome.ok, outcome.error
     assert "hello from disk" in steps[0].result["text"]
 
@@ -194,8 +267,14 @@ async def test_server_lost_mid_run_fails_cleanly_and_next_run_reconnects(tmp_pat
         async with test_runtime(store, ServerPool(config)) as (runtime, me):
             pool = runtime.pool
             runner = runtime.runner(CallContext(me), default_timeout_s=20)
-            crash = plan_build(agent({"tools": ["probe/echo", "probe/crash", "probe/add"],
-                                      "toolParams": {"probe/echo": {"text": "a"}, "probe/add": {"a": 1, "b": 1}}}))
+            crash = plan_build(
+                agent(
+                    {
+                        "tools": ["probe/echo", "probe/crash", "probe/add"],
+                        "toolParams": {"probe/echo": {"text": "a"}, "probe/add": {"a": 1, "b": 1}},
+                    }
+                )
+            )
             with anyio.fail_after(20):
                 first = await runner.run(crash)
             assert first.status == "failed"
@@ -231,8 +310,14 @@ async def test_cancelling_a_run_records_cancelled_steps(tmp_path: Path) -> None:
     async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store:
         async with test_runtime(store, ServerPool(servers(probe=probe_config(log)))) as (runtime, me):
             runner = runtime.runner(CallContext(me))
-            plan = plan_build(agent({"tools": ["probe/sleep", "probe/echo"],
-                                     "toolParams": {"probe/sleep": {"seconds": 30}, "probe/echo": {"text": "x"}}}))
+            plan = plan_build(
+                agent(
+                    {
+                        "tools": ["probe/sleep", "probe/echo"],
+                        "toolParams": {"probe/sleep": {"seconds": 30}, "probe/echo": {"text": "x"}},
+                    }
+                )
+            )
             result: list[RunOutcome] = []
 
             async def go() -> None:
@@ -252,8 +337,12 @@ async def test_cancelling_a_run_records_cancelled_steps(tmp_path: Path) -> None:
 
 
 def test_overrides_merge_and_are_validated() -> None:
-    base = agent({"tools": ["probe/echo", "probe/add"], "toolParams": {"probe/echo": {"text": "a"}, "probe/add": {"a": 1}}})
-    plan = plan_build(base, {"toolParams": {"probe/add": {"b": 2}}, "stopOnError": False, "toolExecutionMode": "parallel"})
+    base = agent(
+        {"tools": ["probe/echo", "probe/add"], "toolParams": {"probe/echo": {"text": "a"}, "probe/add": {"a": 1}}}
+    )
+    plan = plan_build(
+        base, {"toolParams": {"probe/add": {"b": 2}}, "stopOnError": False, "toolExecutionMode": "parallel"}
+    )
     assert plan.stop_on_error is False and plan.mode.value == "parallel"
     assert plan.steps[1].params.render({}) == {"a": 1, "b": 2}
     narrowed = plan_build(base, {"tools": ["probe/add"]})
@@ -263,8 +352,15 @@ def test_overrides_merge_and_are_validated() -> None:
     with pytest.raises(DefinitionInvalid, match="must include namespace"):
         plan_build(base, {"tools": ["echo"]})
     with pytest.raises(DefinitionInvalid, match="parallel steps cannot reference other steps"):
-        plan_build(agent({"tools": ["probe/echo", "probe/add"], "toolExecutionMode": "parallel",
-                          "toolParams": {"probe/echo": {"text": "{{previous.value}}"}}}))
+        plan_build(
+            agent(
+                {
+                    "tools": ["probe/echo", "probe/add"],
+                    "toolExecutionMode": "parallel",
+                    "toolParams": {"probe/echo": {"text": "{{previous.value}}"}},
+                }
+            )
+        )
 
 
 async def test_tool_list_is_cached_and_refreshed_on_list_changed() -> None:
@@ -295,10 +391,16 @@ async def test_tool_list_is_cached_and_refreshed_on_list_changed() -> None:
 async def test_sql_guard_refuses_before_dispatch(tmp_path: Path, sql: str, reason: str) -> None:
     log = tmp_path / "probe.log"
     config = servers(probe=probe_config(log, sql_tools=["query"]))
-    outcome, (_, steps, _) = await run_build(tmp_path, config, {
-        "tools": ["probe/query", "probe/echo"], "toolParams": {"probe/echo": {"text": "after"}},
-        "security": {"allowed_tables": ["users"]},
-    }, overrides={"toolParams": {"probe/query": {"sql": sql}}})
+    outcome, (_, steps, _) = await run_build(
+        tmp_path,
+        config,
+        {
+            "tools": ["probe/query", "probe/echo"],
+            "toolParams": {"probe/echo": {"text": "after"}},
+            "security": {"allowed_tables": ["users"]},
+        },
+        overrides={"toolParams": {"probe/query": {"sql": sql}}},
+    )
     assert outcome.status == "failed"
     assert [s.status for s in steps] == ["failed", "skipped"]
     assert steps[0].error.startswith("SQL rejected:") and reason in steps[0].error
@@ -307,8 +409,13 @@ async def test_sql_guard_refuses_before_dispatch(tmp_path: Path, sql: str, reaso
 
 async def test_sql_guard_lets_allowed_reads_through(tmp_path: Path) -> None:
     config = servers(probe=probe_config(sql_tools=["query"]))
-    outcome, (_, steps, _) = await run_build(tmp_path, config, {
-        "tools": ["probe/query"], "toolParams": {"probe/query": {"sql": "SELECT id FROM users LIMIT 5"}},
-        "security": {"allowed_tables": ["users"]},
-    })
+    outcome, (_, steps, _) = await run_build(
+        tmp_path,
+        config,
+        {
+            "tools": ["probe/query"],
+            "toolParams": {"probe/query": {"sql": "SELECT id FROM users LIMIT 5"}},
+            "security": {"allowed_tables": ["users"]},
+        },
+    )
     assert outcome.ok and steps[0].result["structuredContent"]["text"] == "SELECT id FROM users LIMIT 5"

@@ -51,26 +51,33 @@ def fill(db: str) -> list[str]:
 
 
 def test_users_and_keys(db: str) -> None:
-    assert invoke("--db", db, "users", "add", "bob", "--level", "execute_basic")[1] == \
-        "added user bob (execute_basic, plan free)\n"
+    assert (
+        invoke("--db", db, "users", "add", "bob", "--level", "execute_basic")[1]
+        == "added user bob (execute_basic, plan free)\n"
+    )
     code, stdout, _ = invoke("--db", db, "--json", "users", "add", "root", "--level", "admin", "--plan", "enterprise")
     assert code == 0 and json.loads(stdout)["level"] == "admin"
     code, _, stderr = invoke("--db", db, "users", "add", "bob")
     assert code == 2 and "user 'bob' already exists" in stderr
     code, _, stderr = invoke("--db", db, "users", "add", "eve", "--level", "god")
     assert code == 2 and "unknown permission level 'god'" in stderr
-    assert invoke("--db", db, "users", "set-level", "bob", "execute_advanced")[1] == "user bob is now execute_advanced\n"
+    assert (
+        invoke("--db", db, "users", "set-level", "bob", "execute_advanced")[1] == "user bob is now execute_advanced\n"
+    )
     assert invoke("--db", db, "users", "set-plan", "bob", "team")[1] == "user bob is now on plan team\n"
     code, stdout, _ = invoke("--db", db, "--json", "users", "list")
     assert [(u["name"], u["level"], u["plan"]) for u in json.loads(stdout)] == [
-        ("bob", "execute_advanced", "team"), ("root", "admin", "enterprise")]
+        ("bob", "execute_advanced", "team"),
+        ("root", "admin", "enterprise"),
+    ]
     code, _, stderr = invoke("--db", db, "users", "set-level", "ghost", "admin")
     assert code == 1 and "user 'ghost' not found" in stderr
     code, stdout, _ = invoke("--db", db, "--json", "users", "show", "bob")
     assert code == 0 and [lim["limit"] for lim in json.loads(stdout)["limits"]] == [100, 10000]
 
-    code, stdout, stderr = invoke("--db", db, "keys", "create", "--user", "bob", "--scope", "agent:execute:file",
-                                  "--scope", "agent:execute:web")
+    code, stdout, stderr = invoke(
+        "--db", db, "keys", "create", "--user", "bob", "--scope", "agent:execute:file", "--scope", "agent:execute:web"
+    )
     raw = stdout.strip()
     assert code == 0 and raw.startswith("ta_") and "shown only now" in stderr
     code, stdout, _ = invoke("--db", db, "--json", "keys", "list", "--user", "bob")
@@ -97,7 +104,9 @@ def test_history_executions_and_metrics(db: str) -> None:
     assert page["totalCount"] == 2 and len(page["executions"]) == 1 and page["executions"][0]["id"] == ids[1]
     code, stdout, _ = invoke("--db", db, "--user", "bob", "--json", "history", "--category", "shell")
     assert [e["denial"] for e in json.loads(stdout)["executions"]] == ["level"]
-    code, stdout, _ = invoke("--db", db, "--user", "bob", "--json", "history", "--since", "2000-01-01", "--until", "2000-01-02")
+    code, stdout, _ = invoke(
+        "--db", db, "--user", "bob", "--json", "history", "--since", "2000-01-01", "--until", "2000-01-02"
+    )
     assert json.loads(stdout)["totalCount"] == 0
     code, _, stderr = invoke("--db", db, "--user", "bob", "history", "--limit", "101")
     assert code == 2 and "limit must be between 1 and 100 (got 101)" in stderr
@@ -143,6 +152,8 @@ def test_local_user_is_created(db: str, monkeypatch: pytest.MonkeyPatch) -> None
     code, stdout, _ = invoke("--db", db, "--json", "history")
     assert code == 0 and json.loads(stdout)["totalCount"] == 0
     code, stdout, _ = invoke("--db", db, "--json", "users", "list")
-    assert [(u["name"], u["level"], u["plan"]) for u in json.loads(stdout)] == [("opsperson", "execute_basic", "enterprise")]
+    assert [(u["name"], u["level"], u["plan"]) for u in json.loads(stdout)] == [
+        ("opsperson", "execute_basic", "enterprise")
+    ]
     code, _, stderr = invoke("--db", db, "--user", "nobody", "history")
     assert code == 1 and "user 'nobody' not found" in stderr

@@ -12,16 +12,16 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-
 from mcp_harness import probe_config, read_log, servers
+
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
 from toolagent.engine import Engine, EngineConfig
 from toolagent.engine.events import Event
 from toolagent.mcp.pool import ServerPool
 from toolagent.runs import plan_build
-from toolagent.tools.base import CallContext
 from toolagent.store import Store, open_store
+from toolagent.tools.base import CallContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -42,8 +42,11 @@ async def server_saw_cancellation(log: Path) -> None:
 @contextlib.asynccontextmanager
 async def setup(tmp_path: Path, log: Path) -> AsyncIterator[tuple[Store, ServerPool, Engine]]:
     config = servers(probe=probe_config(log, trusted=True))
-    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, ServerPool(config) as pool, \
-            Engine(store, config=EngineConfig(cancel_poll_ms=100), pool=pool) as engine:
+    async with (
+        open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store,
+        ServerPool(config) as pool,
+        Engine(store, config=EngineConfig(cancel_poll_ms=100), pool=pool) as engine,
+    ):
         assert not await engine.catalogue.refresh()
         yield store, pool, engine
 
@@ -63,7 +66,11 @@ async def test_timeout_over_stdio(tmp_path: Path) -> None:
         assert (execution.status, execution.reason) == ("cancelled", "timeout after 1000 ms")
         await server_saw_cancellation(log)
         again = await engine.execute(sleep, {"seconds": 0, "tag": "quick"}, me, invoke)
-        assert again.status == "success" and again.result is not None and again.result.structured == {"text": "quick", "length": 0}
+        assert (
+            again.status == "success"
+            and again.result is not None
+            and again.result.structured == {"text": "quick", "length": 0}
+        )
 
 
 async def test_build_run_through_the_engine(tmp_path: Path) -> None:
@@ -72,15 +79,25 @@ async def test_build_run_through_the_engine(tmp_path: Path) -> None:
         me = await engine.principals.add_user("bob", level="execute_basic")
         assert engine.registry.require("probe/fail").risk == "dangerous"  # no hints: MCP's default is destructive
         runner = engine.runner(CallContext(me))
-        plan = plan_build(agent({"tools": ["probe/echo", "probe/fail"], "stopOnError": False,
-                                 "toolParams": {"probe/echo": {"text": "hi"}}}), None)
+        plan = plan_build(
+            agent(
+                {
+                    "tools": ["probe/echo", "probe/fail"],
+                    "stopOnError": False,
+                    "toolParams": {"probe/echo": {"text": "hi"}},
+                }
+            ),
+            None,
+        )
         with anyio.fail_after(30):
             outcome = await runner.run(plan, user="bob")
         assert [(s.tool, s.status) for s in outcome.steps] == [("probe/echo", "success"), ("probe/fail", "denied")]
         assert "requires admin" in (outcome.steps[1].error or "")
         page = await engine.history(me, run_id=outcome.run_id)
         assert sorted((e.tool, e.status, e.denied) for e in page.executions) == [
-            ("probe/echo", "success", False), ("probe/fail", "failed", True)]
+            ("probe/echo", "success", False),
+            ("probe/fail", "failed", True),
+        ]
         assert [e["tool"] for e in read_log(log) if e["event"] == "call"] == ["echo"]  # the denied step never arrived
 
 
@@ -97,9 +114,15 @@ async def test_cancel_run_from_another_engine(tmp_path: Path) -> None:
 
         engine.events.subscribe(on_started, types=["execution_started"])
         runner = engine.runner(CallContext(me))
-        plan = plan_build(agent({"tools": ["probe/sleep", "probe/echo"],
-                                 "toolParams": {"probe/sleep": {"seconds": 30, "tag": "long"}, "probe/echo": {"text": "x"}}}),
-                          None)
+        plan = plan_build(
+            agent(
+                {
+                    "tools": ["probe/sleep", "probe/echo"],
+                    "toolParams": {"probe/sleep": {"seconds": 30, "tag": "long"}, "probe/echo": {"text": "x"}},
+                }
+            ),
+            None,
+        )
         outcomes: list[Any] = []
 
         async def build() -> None:

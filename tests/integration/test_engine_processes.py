@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from toolagent.cli import app
-from toolagent.store import open_store
 from toolagent.engine.principals import Principals
+from toolagent.store import open_store
 
 pytestmark = pytest.mark.timeout(120)
 
-WORKER = textwrap.dedent('''
+WORKER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     import anyio
@@ -68,7 +68,7 @@ WORKER = textwrap.dedent('''
                 print(json.dumps(execution.to_json()), flush=True)
 
     anyio.run(main)
-''')
+""")
 
 
 def add_users(url: str) -> None:
@@ -84,8 +84,9 @@ def add_users(url: str) -> None:
 def worker(tmp_path: Path, url: str, mode: str) -> subprocess.Popen[str]:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    return subprocess.Popen([sys.executable, str(script), url, mode, str(tmp_path / "go")],
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), url, mode, str(tmp_path / "go")], stdout=subprocess.PIPE, text=True
+    )
 
 
 def test_rate_limit_is_exact_across_processes(tmp_path: Path, db_url: str) -> None:

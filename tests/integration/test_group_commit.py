@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import engine_harness
 import pytest
 import sqlalchemy as sa
+from engine_harness import passed
 
 from toolagent.engine import Engine, EngineConfig, Principal
 from toolagent.engine.audit import AuditLog
@@ -23,9 +25,6 @@ from toolagent.errors import BudgetExceeded, RateLimited
 from toolagent.store import Store, open_store
 from toolagent.store import engine_tables as et
 from toolagent.tools.spec import ToolResult, ToolSpec
-
-import engine_harness
-from engine_harness import passed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -52,7 +51,9 @@ async def store_counts(store: Store) -> dict[str, Any]:
     t, tot, audit = et.executions, et.execution_totals, sa.table("audit_log", sa.column("event"))
     async with store.db.begin() as conn:
         rows = dict((await conn.execute(sa.select(t.c.status, sa.func.count()).group_by(t.c.status))).all())
-        totals = dict((await conn.execute(sa.select(tot.c.status, sa.func.sum(tot.c.calls)).group_by(tot.c.status))).all())
+        totals = dict(
+            (await conn.execute(sa.select(tot.c.status, sa.func.sum(tot.c.calls)).group_by(tot.c.status))).all()
+        )
         events = dict((await conn.execute(sa.select(audit.c.event, sa.func.count()).group_by(audit.c.event))).all())
     return {"rows": rows, "totals": {k: int(v) for k, v in totals.items()}, "audit": events}
 
@@ -60,8 +61,10 @@ async def store_counts(store: Store) -> dict[str, Any]:
 @pytest.mark.parametrize("engines", [1, 2])
 async def test_a_burst_admits_exactly_the_rate_quota(db_url: str, engines: int) -> None:
     async with open_store(db_url) as store:
-        running = [Engine(store, config=config(50), clock=lambda: T0, audit=AuditLog(store.db, key=KEY))
-                   for _ in range(engines)]
+        running = [
+            Engine(store, config=config(50), clock=lambda: T0, audit=AuditLog(store.db, key=KEY))
+            for _ in range(engines)
+        ]
         async with running[0], running[-1]:
             bob = await running[0].principals.add_user("bob", level="execute_basic", plan="free")
             results = await burst(running, bob, 200)
@@ -115,7 +118,7 @@ async def test_running_rows_and_totals_are_exact_while_calls_run(db_url: str) ->
         assert (await engine.audit.verify()).ok  # type: ignore[union-attr]
 
 
-WORKER = textwrap.dedent('''
+WORKER = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     import anyio
@@ -132,7 +135,7 @@ WORKER = textwrap.dedent('''
         return ToolResult(False, None, [], "ok")
 
     async def main():
-        async with open_store(url) as store, Engine(store, config=CONFIG, clock=lambda: %r) as engine:
+        async with open_store(url) as store, Engine(store, config=CONFIG, clock=lambda: T0_PLACEHOLDER) as engine:
             bob = await engine.principals.get_user("bob")
             print("ready", flush=True)
             while not go.exists():
@@ -154,7 +157,7 @@ WORKER = textwrap.dedent('''
                               "largest": engine.recorder.writes.stats.largest}), flush=True)
 
     anyio.run(main)
-''' % T0)
+""").replace("T0_PLACEHOLDER", repr(T0))
 
 
 async def test_two_processes_on_one_store_stay_exact(tmp_path: Path, db_url: str) -> None:
@@ -163,8 +166,12 @@ async def test_two_processes_on_one_store_stay_exact(tmp_path: Path, db_url: str
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = {**os.environ, "TOOLAGENT_AUDIT_KEY": KEY.decode()}
-    procs = [subprocess.Popen([sys.executable, str(script), db_url, str(tmp_path / "go")], stdout=subprocess.PIPE,
-                              text=True, env=env) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), db_url, str(tmp_path / "go")], stdout=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(2)
+    ]
     try:
         for p in procs:
             assert p.stdout is not None and p.stdout.readline().strip() == "ready"

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from conftest import NODE_BIN
 from mcp_harness import PROBE, free_port, servers
+
 from toolagent.errors import ServerUnavailable, UpstreamError
 from toolagent.mcp.pool import ServerPool
 
@@ -41,7 +41,9 @@ def _wait_listening(proc: subprocess.Popen[bytes], port: int) -> None:
 
 @contextlib.contextmanager
 def _listening(cmd: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         _wait_listening(proc, port)
         yield proc
@@ -92,8 +94,15 @@ async def test_typescript_http_server_restarted_while_idle_is_reinitialized() ->
 async def test_403_names_url_status_and_body() -> None:
     # Playwright MCP accepts only the Host it listens as (localhost:PORT); 127.0.0.1 gets 403.
     port = free_port()
-    cmd = [str(NODE_BIN / "playwright-mcp"), "--port", str(port), "--headless", "--isolated",
-           "--executable-path", "/usr/bin/chromium"]
+    cmd = [
+        str(NODE_BIN / "playwright-mcp"),
+        "--port",
+        str(port),
+        "--headless",
+        "--isolated",
+        "--executable-path",
+        "/usr/bin/chromium",
+    ]
     url = f"http://127.0.0.1:{port}/mcp"
     async with ServerPool(servers(browser_http={"url": url})) as pool:
         with _listening(cmd, port):

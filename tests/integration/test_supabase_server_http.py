@@ -30,7 +30,17 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = {**os.environ, "SUPABASE_DEMO_DB": str(tmp_path_factory.mktemp("supabase-http") / "demo.sqlite")}
     env.pop("SUPABASE_BACKEND", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolagent.servers.supabase", "--transport", "http", "--host", "127.0.0.1", "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "toolagent.servers.supabase",
+            "--transport",
+            "http",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -85,4 +95,3 @@ async def test_rejection_over_http(server_url: str) -> None:
         async with Client(server_url) as client:
             result = await client.call_tool("execute-sql", {"sql": "DROP TABLE users"}, read_timeout_seconds=60)
     assert result.is_error and "statement type DROP is denied" in result.content[0].text  # type: ignore[union-attr]
-

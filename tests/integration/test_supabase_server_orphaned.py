@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(120)
 
-PARENT = r'''
+PARENT = r"""
 import json, subprocess, sys, time
 env = dict(__import__("os").environ)
 server = subprocess.Popen([sys.executable, "-m", "toolagent.servers.supabase"], stdin=subprocess.PIPE,
@@ -34,7 +34,7 @@ send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exe
       "sql": "SELECT count(*) AS n FROM users a, users b, users c, users d, agent_conversations e LIMIT 1"}}})
 print(server.pid, flush=True)
 time.sleep(600)
-'''
+"""
 
 
 def test_server_exits_when_its_parent_is_killed_mid_call(tmp_path: Path) -> None:

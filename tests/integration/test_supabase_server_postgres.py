@@ -18,11 +18,11 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from toolagent.errors import ConfigError, StoreError
 from toolagent.servers.supabase import load_demo_data
-from toolagent.servers.supabase.postgres_backend import PostgresBackend
-from toolagent.servers.supabase.sqlite_backend import SqliteBackend
 from toolagent.servers.supabase.catalog import Catalog
 from toolagent.servers.supabase.demo_data import ensure_sqlite_demo
 from toolagent.servers.supabase.generator import generate_sql
+from toolagent.servers.supabase.postgres_backend import PostgresBackend
+from toolagent.servers.supabase.sqlite_backend import SqliteBackend
 
 pytestmark = pytest.mark.postgres
 
@@ -124,7 +124,9 @@ async def test_the_four_tools_on_postgres(session: ClientSession) -> None:
         {"column": "metric_id", "references_table": "kpi_metrics", "references_column": "id"}
     ]
     generated = await call(
-        session, "generate-sql", {"query": "top 10 conversations by date", "tables": ["agent_conversations"], "max_rows": 10}
+        session,
+        "generate-sql",
+        {"query": "top 10 conversations by date", "tables": ["agent_conversations"], "max_rows": 10},
     )
     result = await call(session, "execute-sql", {"sql": generated["sql"], "max_rows": 100})
     assert result["row_count"] == 10

@@ -67,7 +67,11 @@ async def test_the_four_tools_in_sequence(session: ClientSession) -> None:
     analysis = await call(
         session,
         "analyze-results",
-        {"columns": result["columns"], "rows": result["rows"], "analysis_prompt": "Summarize main findings for stakeholders"},
+        {
+            "columns": result["columns"],
+            "rows": result["rows"],
+            "analysis_prompt": "Summarize main findings for stakeholders",
+        },
     )
     assert "for stakeholders" in analysis["summary"] and "**10 rows**" in analysis["summary"]
     assert {c["name"] for c in analysis["stats"]["columns"]} == set(result["columns"])

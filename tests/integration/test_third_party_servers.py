@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-
 from conftest import NODE_BIN, REPO_ROOT
 from mcp_harness import node_config, served_page, servers
+
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
 from toolagent.engine.registry import Registry
@@ -58,16 +58,21 @@ def agent(configuration: dict[str, Any], name: str = "peers") -> LoadedAgent:
 
 
 async def run_builds(
-    tmp_path: Path, config: ServersConfig, runs: list[tuple[dict[str, Any], dict[str, Any]]],
+    tmp_path: Path,
+    config: ServersConfig,
+    runs: list[tuple[dict[str, Any], dict[str, Any]]],
 ) -> list[tuple[RunOutcome, list[Any], Any]]:
     """Each (configuration, payload) run through one pool; returns outcomes, steps and deliverables."""
     found = []
-    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, \
-            test_runtime(store, ServerPool(config)) as (runtime, me):
+    async with (
+        open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store,
+        test_runtime(store, ServerPool(config)) as (runtime, me),
+    ):
         for configuration, payload in runs:
             with anyio.fail_after(120):
                 outcome = await runtime.runner(CallContext(me), default_timeout_s=60).run(
-                    plan_build(agent(configuration), None), payload)
+                    plan_build(agent(configuration), None), payload
+                )
             steps = await store.runs.get_steps(outcome.run_id)
             found.append((outcome, steps, await store.runs.get_deliverable(outcome.deliverable["id"])))
     return found
@@ -76,19 +81,32 @@ async def run_builds(
 async def test_unstructured_result_never_fills_content_implicitly(tmp_path: Path, site: str) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    config = servers(fetch=peer("mcp-server-fetch", "--ignore-robots-txt", "--allow-private-ips"),
-                     fs=node_config("mcp-server-filesystem", str(work)))
-    implicit = {"tools": ["fetch/fetch", "fs/write_file"],
-                "toolParams": {"fetch/fetch": {"url": "{{payload.url}}", "raw": True},
-                               "fs/write_file": {"path": str(work / "implicit.txt")}}}
-    explicit = {"tools": ["fetch/fetch", "fs/write_file"],
-                "toolParams": {"fetch/fetch": {"url": "{{payload.url}}", "raw": True},
-                               "fs/write_file": {"path": str(work / "page.html"),
-                                                 "content": "{{previous._result.text}}"}}}
-    (first, first_steps, _), (second, second_steps, _) = await run_builds(tmp_path, config, [
-        (implicit, {"url": site, "content": "from the payload"}),
-        (explicit, {"url": site}),
-    ])
+    config = servers(
+        fetch=peer("mcp-server-fetch", "--ignore-robots-txt", "--allow-private-ips"),
+        fs=node_config("mcp-server-filesystem", str(work)),
+    )
+    implicit = {
+        "tools": ["fetch/fetch", "fs/write_file"],
+        "toolParams": {
+            "fetch/fetch": {"url": "{{payload.url}}", "raw": True},
+            "fs/write_file": {"path": str(work / "implicit.txt")},
+        },
+    }
+    explicit = {
+        "tools": ["fetch/fetch", "fs/write_file"],
+        "toolParams": {
+            "fetch/fetch": {"url": "{{payload.url}}", "raw": True},
+            "fs/write_file": {"path": str(work / "page.html"), "content": "{{previous._result.text}}"},
+        },
+    }
+    (first, first_steps, _), (second, second_steps, _) = await run_builds(
+        tmp_path,
+        config,
+        [
+            (implicit, {"url": site, "content": "from the payload"}),
+            (explicit, {"url": site}),
+        ],
+    )
     assert first.status == "success", first.error
     assert first_steps[1].param_sources == {"path": "params", "content": "payload.content"}
     assert (work / "implicit.txt").read_text() == "from the payload"
@@ -101,12 +119,13 @@ async def test_git_result_view_puts_text_under_result(tmp_path: Path) -> None:
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "new.txt").write_text("x")
-    config = servers(git=peer("mcp-server-git", "--repository", str(repo)),
-                     memory=node_config("mcp-server-memory"))
+    config = servers(git=peer("mcp-server-git", "--repository", str(repo)), memory=node_config("mcp-server-memory"))
     # git_status returns only text: `repo_path` comes from the payload, and its text and status
     # are read under `_result`.
-    configuration = {"tools": ["git/git_status", "memory/search_nodes"],
-                     "toolParams": {"memory/search_nodes": {"query": "{{previous._result.status}}"}}}
+    configuration = {
+        "tools": ["git/git_status", "memory/search_nodes"],
+        "toolParams": {"memory/search_nodes": {"query": "{{previous._result.status}}"}},
+    }
     [(outcome, steps, _)] = await run_builds(tmp_path, config, [(configuration, {"repo_path": str(repo)})])
     assert outcome.status == "success", outcome.error
     assert steps[0].param_sources == {"repo_path": "payload.repo_path"}
@@ -116,8 +135,11 @@ async def test_git_result_view_puts_text_under_result(tmp_path: Path) -> None:
 async def test_deliverable_keeps_images_links_and_embedded_resources(tmp_path: Path) -> None:
     config = servers(everything=node_config("mcp-server-everything", "stdio"))
     tools = ["everything/get-tiny-image", "everything/get-resource-links", "everything/get-resource-reference"]
-    as_json = {"tools": tools, "toolParams": {"everything/get-resource-links": {"count": 2}},
-               "deliverable": {"format": "json"}}
+    as_json = {
+        "tools": tools,
+        "toolParams": {"everything/get-resource-links": {"count": 2}},
+        "deliverable": {"format": "json"},
+    }
     as_markdown = {**as_json, "deliverable": {"format": "markdown"}}
     (run_json, steps, dlv_json), (_, _, dlv_md) = await run_builds(tmp_path, config, [(as_json, {}), (as_markdown, {})])
     assert run_json.status == "success", run_json.error
@@ -134,8 +156,15 @@ async def test_deliverable_keeps_images_links_and_embedded_resources(tmp_path: P
     assert "resource `demo://resource/dynamic/text/1` (text/plain" in dlv_md.content
     # Past the cap the data stays in the step record, and the deliverable points there.
     capped = attachments(steps[0].result["content"], run_id=run_json.run_id, position=0, max_bytes=10)
-    assert capped == [{"type": "image", "mimeType": "image/png", "size": image[0]["size"], "truncated": True,
-                       "storedIn": {"runId": run_json.run_id, "step": 0}}]
+    assert capped == [
+        {
+            "type": "image",
+            "mimeType": "image/png",
+            "size": image[0]["size"],
+            "truncated": True,
+            "storedIn": {"runId": run_json.run_id, "step": 0},
+        }
+    ]
 
 
 async def test_servers_nobody_classified_get_inferred_categories(tmp_path: Path) -> None:
@@ -143,9 +172,18 @@ async def test_servers_nobody_classified_get_inferred_categories(tmp_path: Path)
         pytest.skip("Debian's chromium is not installed (scripts/bootstrap --with-node installs it as root)")
     config = servers(
         filesystem=node_config("mcp-server-filesystem", str(tmp_path)),
-        playwright={"command": str(NODE_BIN / "playwright-mcp"),
-                    "args": ["--executable-path", str(CHROMIUM), "--headless", "--isolated", "--no-sandbox",
-                             "--output-dir", str(tmp_path / "pw")]},
+        playwright={
+            "command": str(NODE_BIN / "playwright-mcp"),
+            "args": [
+                "--executable-path",
+                str(CHROMIUM),
+                "--headless",
+                "--isolated",
+                "--no-sandbox",
+                "--output-dir",
+                str(tmp_path / "pw"),
+            ],
+        },
         memory=node_config("mcp-server-memory"),
         thinking=node_config("mcp-server-sequential-thinking"),
         fetch=peer("mcp-server-fetch"),

@@ -16,8 +16,8 @@ import anyio
 import httpx
 import pytest
 import sqlalchemy as sa
-
 from test_workers import Fleet, fleet, plan, store_of, until, until_final  # noqa: F401 - `fleet` is a fixture
+
 from toolagent.store import Store
 from toolagent.store.executions import ExecutionStore
 from toolagent.workers import submit_run
@@ -34,8 +34,13 @@ async def api(fleet: Fleet) -> AsyncIterator[tuple[httpx.Client, Any]]:
 
     users = await anyio.to_thread.run_sync(lambda: provision(fleet.url, [("bob", "admin", "enterprise")]))
     servers = json.loads(fleet.servers.read_text())["mcpServers"]
-    with live_server(fleet.tmp / "api", servers, db=fleet.url, env={"TOOLAGENT_EXECUTION": "queue"},
-                     engine_config=fleet.engine_config) as server:
+    with live_server(
+        fleet.tmp / "api",
+        servers,
+        db=fleet.url,
+        env={"TOOLAGENT_EXECUTION": "queue"},
+        engine_config=fleet.engine_config,
+    ) as server:
         with server.client(users["bob"], timeout=30) as http:
             yield http, users
 
@@ -68,11 +73,14 @@ async def rows_holding(store: Store, text: str) -> dict[str, int]:
     """Rows of every table of the store (procrastinate's included) whose text form contains `text`."""
     found: dict[str, int] = {}
     async with store.db.begin() as conn:
-        tables = [r[0] for r in await conn.execute(sa.text(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"))]
+        tables = [
+            r[0]
+            for r in await conn.execute(sa.text("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"))
+        ]
         for name in tables:
-            n = await conn.scalar(sa.text(f'SELECT count(*) FROM "{name}" AS r WHERE r::text LIKE :p'),
-                                  {"p": f"%{text}%"})
+            n = await conn.scalar(
+                sa.text(f'SELECT count(*) FROM "{name}" AS r WHERE r::text LIKE :p'), {"p": f"%{text}%"}
+            )
             if n:
                 found[name] = int(n)
     return found
@@ -81,14 +89,14 @@ async def rows_holding(store: Store, text: str) -> dict[str, int]:
 async def test_an_async_call_runs_once_on_a_worker_and_leaves_no_secret_at_rest(fleet: Fleet) -> None:
     async with store_of(fleet) as (store, me):
         async with api(fleet) as (http, _users):
-            execution_id = await submit(http, "q/noop", {"tag": SECRET},
-                                        context={"metadata": {"password": SECRET}})
+            execution_id = await submit(http, "q/noop", {"tag": SECRET}, context={"metadata": {"password": SECRET}})
             shown = (await get(http, f"/api/tools/executions/{execution_id}")).json()["execution"]
             assert shown["status"] == "queued" and shown["metadata"] == {"password": "[REDACTED]"}
             assert [j.args for j in await store.queue.jobs(queue="tools")] == [{"execution_id": execution_id}]
             # A BUILD run with the same secret in its payload, rendered into a step's params.
-            run_id = await submit_run(store, plan(["q/noop"], {"q/noop": {"tag": "{{payload.password}}"}}),
-                                      {"password": SECRET}, me)
+            run_id = await submit_run(
+                store, plan(["q/noop"], {"q/noop": {"tag": "{{payload.password}}"}}), {"password": SECRET}, me
+            )
             assert await rows_holding(store, SECRET) == {"queued_inputs": 2}  # kept aside until they run
             await fleet.start(queues="tools")
             ended = await final(http, execution_id)
@@ -224,4 +232,6 @@ async def test_a_key_revoked_while_the_call_waited_is_refused_on_the_worker(flee
             assert "revoked" in (record.reason or "")
             assert fleet.calls("noop") == []  # refused at admission: the server never saw it
             assert await store.queue.calls.get(execution_id) is None and await rows_holding(store, '"revoked"') == {
-                "executions": 1, "audit_log": 1}
+                "executions": 1,
+                "audit_log": 1,
+            }

@@ -19,9 +19,9 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from conftest import REPO_ROOT, seconds_to_a_fresh_minute
 from typer.testing import CliRunner
 
-from conftest import REPO_ROOT, seconds_to_a_fresh_minute
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
 from toolagent.cli import app
@@ -41,8 +41,10 @@ STALLED_S = "2"
 
 
 def plan(tools: list[str], params: dict[str, Any] | None = None, **config: Any) -> Any:
-    doc = {"metadata": {"name": "fleet", "version": "1.0.0"},
-           "configuration": {"tools": tools, "toolParams": params or {}, **config}}
+    doc = {
+        "metadata": {"name": "fleet", "version": "1.0.0"},
+        "configuration": {"tools": tools, "toolParams": params or {}, **config},
+    }
     text = yaml.safe_dump(doc)
     defn = load_definition_text(text)
     return plan_build(LoadedAgent(defn, record_from_definition(defn, text, org="tests"), "fleet"))
@@ -84,8 +86,11 @@ class Fleet:
     tmp: Path
     workers: list[Worker] = field(default_factory=list)
     # No plan limit by default: 50 runs would pass the default plan's calls per minute.
-    engine_config: dict[str, Any] = field(default_factory=lambda: {"plans": {"enterprise": {
-        "level": "execute_advanced", "rate_per_minute": None, "monthly_budget": None}}})
+    engine_config: dict[str, Any] = field(
+        default_factory=lambda: {
+            "plans": {"enterprise": {"level": "execute_advanced", "rate_per_minute": None, "monthly_budget": None}}
+        }
+    )
 
     @property
     def log(self) -> Path:
@@ -94,9 +99,20 @@ class Fleet:
     @property
     def servers(self) -> Path:
         path = self.tmp / "mcp.json"
-        path.write_text(json.dumps({"mcpServers": {"q": {
-            "command": sys.executable, "args": [str(SERVER)], "env": {"QUEUE_LOG": str(self.log)},
-            "risk": {"noop": "safe", "wait": "safe", "wait-once": "safe", "write": "moderate"}}}}))
+        path.write_text(
+            json.dumps(
+                {
+                    "mcpServers": {
+                        "q": {
+                            "command": sys.executable,
+                            "args": [str(SERVER)],
+                            "env": {"QUEUE_LOG": str(self.log)},
+                            "risk": {"noop": "safe", "wait": "safe", "wait-once": "safe", "write": "moderate"},
+                        }
+                    }
+                }
+            )
+        )
         return path
 
     def env(self) -> dict[str, str]:
@@ -106,14 +122,37 @@ class Fleet:
         env["TOOLAGENT_ENGINE_CONFIG"] = str(path)
         return env
 
-    async def start(self, *, concurrency: int = 4, grace_s: float = 10.0, queues: str = "builds,tools",
-                    env: dict[str, str] | None = None) -> Worker:
+    async def start(
+        self,
+        *,
+        concurrency: int = 4,
+        grace_s: float = 10.0,
+        queues: str = "builds,tools",
+        env: dict[str, str] | None = None,
+    ) -> Worker:
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from toolagent.cli import main; main()", "--db", self.url, "--servers",
-             str(self.servers), "worker", "--concurrency", str(concurrency), "--shutdown-grace", str(grace_s),
-             "--queues", queues],
-            env={**self.env(), **(env or {})}, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-            cwd=self.tmp)
+            [
+                sys.executable,
+                "-c",
+                "from toolagent.cli import main; main()",
+                "--db",
+                self.url,
+                "--servers",
+                str(self.servers),
+                "worker",
+                "--concurrency",
+                str(concurrency),
+                "--shutdown-grace",
+                str(grace_s),
+                "--queues",
+                queues,
+            ],
+            env={**self.env(), **(env or {})},
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            cwd=self.tmp,
+        )
         worker = Worker(proc)
         threading.Thread(target=worker.read, daemon=True).start()
         self.workers.append(worker)
@@ -177,8 +216,9 @@ async def cli(fleet: Fleet, *args: str, db: str | None = None) -> Any:
 
 async def test_fifty_submitted_runs_on_two_workers_each_end_exactly_once(fleet: Fleet) -> None:
     async with store_of(fleet) as (store, me):
-        p = plan(["q/noop", "q/wait"], {"q/noop": {"tag": "{{payload.n}}"},
-                                        "q/wait": {"seconds": 0, "tag": "{{payload.n}}"}})
+        p = plan(
+            ["q/noop", "q/wait"], {"q/noop": {"tag": "{{payload.n}}"}, "q/wait": {"seconds": 0, "tag": "{{payload.n}}"}}
+        )
         ids = [await submit_run(store, p, {"n": str(i)}, me) for i in range(25)]
         assert {(await store.runs.get_run(i)).status for i in ids} == {"queued"}
         # Both workers listen before the second half arrives (a ready worker takes the first
@@ -262,8 +302,9 @@ async def test_a_read_only_run_of_a_killed_worker_is_run_again_and_succeeds(flee
     marker = fleet.tmp / "seen"
     async with store_of(fleet) as (store, me):
         first = await fleet.start()
-        run_id = await submit_run(store, plan(["q/noop", "q/wait-once"], {
-            "q/wait-once": {"marker": str(marker), "seconds": 60}}), {}, me)
+        run_id = await submit_run(
+            store, plan(["q/noop", "q/wait-once"], {"q/wait-once": {"marker": str(marker), "seconds": 60}}), {}, me
+        )
 
         async def reading() -> bool:
             return bool(fleet.calls("wait-once"))
@@ -353,8 +394,14 @@ async def test_a_key_revoked_while_the_run_waited_is_refused(fleet: Fleet) -> No
 
 async def test_build_submit_wait_prints_like_a_local_build_and_sqlite_refuses(fleet: Fleet, tmp_path: Path) -> None:
     agent = tmp_path / "agent.yaml"
-    agent.write_text(yaml.safe_dump({"metadata": {"name": "fleet", "version": "1.0.0"},
-                                     "configuration": {"tools": ["q/noop"], "toolParams": {"q/noop": {"tag": "cli"}}}}))
+    agent.write_text(
+        yaml.safe_dump(
+            {
+                "metadata": {"name": "fleet", "version": "1.0.0"},
+                "configuration": {"tools": ["q/noop"], "toolParams": {"q/noop": {"tag": "cli"}}},
+            }
+        )
+    )
     async with store_of(fleet):
         pass
     await fleet.start()
@@ -374,8 +421,10 @@ async def test_the_api_submits_builds_answers_202_cancels_a_queued_run_and_shows
 
     users = await anyio.to_thread.run_sync(lambda: provision(fleet.url, [("bob", "admin", "enterprise")]))
     servers = json.loads(fleet.servers.read_text())["mcpServers"]
-    definition = {"metadata": {"name": "fleet", "version": "1.0.0"},
-                  "configuration": {"tools": ["q/noop"], "toolParams": {"q/noop": {"tag": "api"}}}}
+    definition = {
+        "metadata": {"name": "fleet", "version": "1.0.0"},
+        "configuration": {"tools": ["q/noop"], "toolParams": {"q/noop": {"tag": "api"}}},
+    }
     with live_server(fleet.tmp / "api", servers, db=fleet.url, env={"TOOLAGENT_EXECUTION": "queue"}) as server:
         with server.client(users["bob"], timeout=30) as http:
             assert http.put("/api/agents/tests/fleet", json=agent_body(definition)).status_code in (200, 201)
@@ -394,4 +443,3 @@ async def test_the_api_submits_builds_answers_202_cancels_a_queued_run_and_shows
                 (row,) = await until_final(store, [second])
             assert row.status == "success" and [c["tag"] for c in fleet.calls("noop")] == ["api"]
             assert "toolagent_workers 1.0" in http.get("/metrics").text
-

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
 
 from .yaml_attacks import YAML_BOMBS
@@ -19,8 +18,11 @@ pytestmark = pytest.mark.timeout(120)
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, User]]:
     work = tmp_path_factory.mktemp("api_attacks")
     db = f"sqlite+aiosqlite:///{work / 'api.db'}"
-    users = provision(db, [("bob", "execute_basic", "enterprise"), ("memadmin", "admin", "enterprise")],
-                      scopes={"memadmin": ["agent:execute:memory"]})
+    users = provision(
+        db,
+        [("bob", "execute_basic", "enterprise"), ("memadmin", "admin", "enterprise")],
+        scopes={"memadmin": ["agent:execute:memory"]},
+    )
     with live_server(work, probe_servers(), db=db) as server:
         server.users = users  # type: ignore[attr-defined]
         yield server, users["bob"]
@@ -55,8 +57,10 @@ def test_put_agent_refuses_a_yaml_bomb(api: tuple[LiveServer, User], name: str, 
 def test_a_scoped_admin_key_reaches_nothing_outside_its_categories(api: tuple[LiveServer, User]) -> None:
     server, bob = api
     with server.client(bob) as owner, server.client(server.users["memadmin"]) as scoped:  # type: ignore[attr-defined]
-        accepted = owner.post("/api/tools/execute", json={"name": "probe/sleep", "arguments": {"seconds": 60},
-                                                          "timeout": 120_000, "async": True})
+        accepted = owner.post(
+            "/api/tools/execute",
+            json={"name": "probe/sleep", "arguments": {"seconds": 60}, "timeout": 120_000, "async": True},
+        )
         assert accepted.status_code == 202, accepted.text
         execution_id = accepted.json()["executionId"]
         try:

@@ -14,8 +14,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-
 from api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
+
 from toolagent.api.body_limit import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, max_body_bytes_from_env
 from toolagent.errors import ConfigError
 
@@ -25,8 +25,10 @@ USERS = [("ann", "admin", "enterprise"), ("viewer", "view_only", "enterprise")]
 ENGINE_CONFIG = {"plans": {"enterprise": {"rate_per_minute": 100_000}}}
 #: A small cap for the live server, so oversized bodies stay cheap to send.
 CAP = 64 * 1024
-ECHO = {"metadata": {"name": "echo", "version": "1.0.0", "type": "tool"},
-        "configuration": {"tools": ["probe/echo"], "toolParams": {"probe/echo": {"text": "{{payload.text}}"}}}}
+ECHO = {
+    "metadata": {"name": "echo", "version": "1.0.0", "type": "tool"},
+    "configuration": {"tools": ["probe/echo"], "toolParams": {"probe/echo": {"text": "{{payload.text}}"}}},
+}
 #: Renders for many seconds on today's sandbox (a 300000-fold string wrapped one character a line).
 SLOW_TEMPLATE = "{{ (payload.x * 300000)|wordwrap(1)|length }}"
 
@@ -34,7 +36,9 @@ SLOW_TEMPLATE = "{{ (payload.x * 300000)|wordwrap(1)|length }}"
 @contextlib.contextmanager
 def edge_server(tmp_path: Path, db: str) -> Iterator[tuple[dict[str, User], LiveServer]]:
     users = provision(db, USERS)
-    with live_server(tmp_path, probe_servers(), engine_config=ENGINE_CONFIG, db=db, env={MAX_BODY_ENV: str(CAP)}) as srv:
+    with live_server(
+        tmp_path, probe_servers(), engine_config=ENGINE_CONFIG, db=db, env={MAX_BODY_ENV: str(CAP)}
+    ) as srv:
         with srv.client(users["ann"]) as ann:
             assert ann.put("/api/agents/demo/echo", json=agent_body(ECHO)).status_code == 200
         yield users, srv
@@ -51,8 +55,11 @@ def sqlite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[di
 
 #: (name, request head, body bytes actually sent) — the body sent is a fraction of what is declared.
 OVERSIZED = [
-    ("declared 30 MB", "POST /api/agents/demo/echo/build HTTP/1.1\r\nContent-Type: application/json\r\n"
-     "Content-Length: 31457280\r\n", b'{"payload": {"x": "' + b"a" * 60_000),
+    (
+        "declared 30 MB",
+        "POST /api/agents/demo/echo/build HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 31457280\r\n",
+        b'{"payload": {"x": "' + b"a" * 60_000,
+    ),
     ("declared over the cap, unauthenticated", "PUT /api/agents/demo/x HTTP/1.1\r\nContent-Length: 65537\r\n", b"{"),
     ("declared over the cap, tRPC", "POST /trpc/tools.executeTool HTTP/1.1\r\nContent-Length: 9999999\r\n", b"{"),
 ]
@@ -96,8 +103,9 @@ def _assert_too_large(status: int, body: bytes) -> None:
 
 
 @pytest.mark.parametrize(("name", "head", "sent"), OVERSIZED, ids=[row[0] for row in OVERSIZED])
-def test_declared_oversized_body_is_413_before_it_is_read(sqlite_server: tuple[dict[str, User], LiveServer],
-                                                         name: str, head: str, sent: bytes) -> None:
+def test_declared_oversized_body_is_413_before_it_is_read(
+    sqlite_server: tuple[dict[str, User], LiveServer], name: str, head: str, sent: bytes
+) -> None:
     users, srv = sqlite_server
     # Only part of the declared body is ever sent: an answer proves the server did not wait for the rest.
     status, _, body = _raw(srv, head.encode() + b"\r\n" + sent, users["ann"].key)
@@ -106,8 +114,9 @@ def test_declared_oversized_body_is_413_before_it_is_read(sqlite_server: tuple[d
 
 
 @pytest.mark.parametrize(("name", "chunks"), CHUNKED, ids=[row[0] for row in CHUNKED])
-def test_chunked_body_is_413_once_past_the_cap(sqlite_server: tuple[dict[str, User], LiveServer],
-                                              name: str, chunks: list[bytes]) -> None:
+def test_chunked_body_is_413_once_past_the_cap(
+    sqlite_server: tuple[dict[str, User], LiveServer], name: str, chunks: list[bytes]
+) -> None:
     users, srv = sqlite_server
     head = b"POST /api/agents/demo/echo/build HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     body = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks)  # no final 0-chunk: the body never ends
@@ -144,8 +153,9 @@ VIEWER_OVERRIDES = [
 
 
 @pytest.mark.parametrize(("name", "body"), VIEWER_OVERRIDES, ids=[row[0] for row in VIEWER_OVERRIDES])
-def test_view_only_build_is_403_before_overrides_are_touched(sqlite_server: tuple[dict[str, User], LiveServer],
-                                                            name: str, body: dict[str, Any]) -> None:
+def test_view_only_build_is_403_before_overrides_are_touched(
+    sqlite_server: tuple[dict[str, User], LiveServer], name: str, body: dict[str, Any]
+) -> None:
     users, srv = sqlite_server
     with srv.client(users["viewer"]) as viewer:
         response = viewer.post("/api/agents/demo/echo/build", json=body)
@@ -159,8 +169,10 @@ def test_view_only_build_is_403_before_overrides_are_touched(sqlite_server: tupl
 
 #: ECHO with a filter in its template: bare references render on the event loop (a copy), anything
 #: else in a worker thread, which is what this test holds.
-ECHO_FILTERED = {"metadata": {"name": "echo", "version": "1.0.0", "type": "tool"},
-                 "configuration": {"tools": ["probe/echo"], "toolParams": {"probe/echo": {"text": "{{payload.text|trim}}"}}}}
+ECHO_FILTERED = {
+    "metadata": {"name": "echo", "version": "1.0.0", "type": "tool"},
+    "configuration": {"tools": ["probe/echo"], "toolParams": {"probe/echo": {"text": "{{payload.text|trim}}"}}},
+}
 
 
 def test_health_answers_while_a_build_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,13 +204,15 @@ def test_health_answers_while_a_build_renders(tmp_path: Path, monkeypatch: pytes
     async def main() -> None:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://api", headers=users["ann"].auth,
-                                         timeout=60) as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://api", headers=users["ann"].auth, timeout=60
+            ) as client:
                 answers: dict[str, httpx.Response] = {}
 
                 async def build() -> None:
-                    answers["build"] = await client.post("/api/agents/demo/echo/build",
-                                                         json={"payload": {"text": "hi", "slow": True}})
+                    answers["build"] = await client.post(
+                        "/api/agents/demo/echo/build", json={"payload": {"text": "hi", "slow": True}}
+                    )
 
                 assert (await client.put("/api/agents/demo/echo", json=agent_body(ECHO_FILTERED))).status_code == 200
                 async with anyio.create_task_group() as tg:
@@ -232,44 +246,124 @@ MALFORMED: list[tuple[str, str, str, Any, str]] = [
     ("NUL in a query parameter", "GET", "/api/agents?org=a%00b", None, "query.org"),
     ("NUL in history toolName", "GET", "/api/tools/history?toolName=a%00b", None, "query.toolName"),
     ("NUL in history userId", "GET", "/api/tools/history?userId=a%00b&allUsers=true", None, "query.userId"),
-    ("NUL in a tool argument", "POST", "/api/tools/execute", {"name": "probe/echo", "arguments": {"text": NUL}},
-     "arguments.text"),
-    ("NUL in an argument key", "POST", "/api/tools/execute", {"name": "probe/echo", "arguments": {NUL: "x"}},
-     "arguments"),
-    ("NUL in a session id", "POST", "/api/tools/execute",
-     {"name": "probe/echo", "arguments": {"text": "x"}, "context": {"sessionId": NUL}}, "context.sessionId"),
-    ("NUL in metadata", "POST", "/api/tools/execute",
-     {"name": "probe/echo", "arguments": {"text": "x"}, "context": {"metadata": {"k": NUL}}}, "context.metadata.k"),
+    (
+        "NUL in a tool argument",
+        "POST",
+        "/api/tools/execute",
+        {"name": "probe/echo", "arguments": {"text": NUL}},
+        "arguments.text",
+    ),
+    (
+        "NUL in an argument key",
+        "POST",
+        "/api/tools/execute",
+        {"name": "probe/echo", "arguments": {NUL: "x"}},
+        "arguments",
+    ),
+    (
+        "NUL in a session id",
+        "POST",
+        "/api/tools/execute",
+        {"name": "probe/echo", "arguments": {"text": "x"}, "context": {"sessionId": NUL}},
+        "context.sessionId",
+    ),
+    (
+        "NUL in metadata",
+        "POST",
+        "/api/tools/execute",
+        {"name": "probe/echo", "arguments": {"text": "x"}, "context": {"metadata": {"k": NUL}}},
+        "context.metadata.k",
+    ),
     ("NUL in a payload", "POST", "/api/agents/demo/echo/build", {"payload": {"text": NUL}}, "payload.text"),
-    ("NUL in an override", "POST", "/api/agents/demo/echo/build",
-     {"toolParams": {"probe/echo": {"text": NUL}}}, "toolParams.probe/echo.text"),
+    (
+        "NUL in an override",
+        "POST",
+        "/api/agents/demo/echo/build",
+        {"toolParams": {"probe/echo": {"text": NUL}}},
+        "toolParams.probe/echo.text",
+    ),
     ("NUL in an agent field", "PUT", "/api/agents/demo/nul", agent_body(ECHO, description=NUL), "description"),
-    ("NUL inside an agent definition", "PUT", "/api/agents/demo/nuldef",
-     agent_body({**ECHO, "metadata": {**ECHO["metadata"], "name": NUL}}, display_name="nuldef"), "yaml.metadata.name"),
-    ("lone surrogate in a payload", "POST", "/api/agents/demo/echo/build", b'{"payload": {"text": "\\ud800"}}',
-     "payload.text"),
-    ("lone surrogate in an argument", "POST", "/api/tools/execute",
-     b'{"name": "probe/echo", "arguments": {"text": "\\udfff"}}', "arguments.text"),
-    ("lone surrogate in an agent field", "PUT", "/api/agents/demo/sur",
-     json.dumps(agent_body(ECHO, description="\ud800")).encode(), "description"),
+    (
+        "NUL inside an agent definition",
+        "PUT",
+        "/api/agents/demo/nuldef",
+        agent_body({**ECHO, "metadata": {**ECHO["metadata"], "name": NUL}}, display_name="nuldef"),
+        "yaml.metadata.name",
+    ),
+    (
+        "lone surrogate in a payload",
+        "POST",
+        "/api/agents/demo/echo/build",
+        b'{"payload": {"text": "\\ud800"}}',
+        "payload.text",
+    ),
+    (
+        "lone surrogate in an argument",
+        "POST",
+        "/api/tools/execute",
+        b'{"name": "probe/echo", "arguments": {"text": "\\udfff"}}',
+        "arguments.text",
+    ),
+    (
+        "lone surrogate in an agent field",
+        "PUT",
+        "/api/agents/demo/sur",
+        json.dumps(agent_body(ECHO, description="\ud800")).encode(),
+        "description",
+    ),
     ("not JSON", "POST", "/api/agents/demo/echo/build", b'{"payload": {"text": "x"', "body"),
     ("not UTF-8", "POST", "/api/agents/demo/echo/build", b"\xff\xfe", "body"),
     ("NaN", "POST", "/api/agents/demo/echo/build", b'{"payload": {"n": NaN}}', "body"),
     ("number past a double", "POST", "/api/agents/demo/echo/build", b'{"payload": {"n": 1e999}}', "payload.n"),
-    ("integer of 5000 digits", "POST", "/api/agents/demo/echo/build", b'{"payload": {"n": 1' + b"0" * 5000 + b"}}",
-     "body"),
-    ("integer past 64 bits", "POST", "/api/tools/execute",
-     b'{"name": "probe/echo", "arguments": {"text": 123456789012345678901234567890}}', "arguments.text"),
-    ("deeply nested arrays", "POST", "/api/tools/execute",
-     b'{"name": "probe/echo", "arguments": {"a": ' + b"[" * 20_000 + b"]" * 20_000 + b"}}", "body"),
-    ("deeply nested objects", "POST", "/api/agents/demo/echo/build",
-     b'{"payload": ' + b'{"a":' * 200 + b"1" + b"}" * 200 + b"}", "payload.a.a.a.a"),
-    ("tRPC: deeply nested input", "POST", "/trpc/tools.executeTool",
-     b'{"name": "probe/echo", "arguments": ' + b"[" * 20_000 + b"]" * 20_000 + b"}", "body"),
-    ("tRPC: lone surrogate", "POST", "/trpc/tools.executeTool",
-     b'{"name": "probe/echo", "arguments": {"text": "\\ud800"}}', "arguments.text"),
-    ("tRPC: NUL in a GET input", "GET",
-     "/trpc/tools.getToolStatus?input=%7B%22executionId%22%3A%22a%5Cu0000b%22%7D", None, "input.executionId"),
+    (
+        "integer of 5000 digits",
+        "POST",
+        "/api/agents/demo/echo/build",
+        b'{"payload": {"n": 1' + b"0" * 5000 + b"}}",
+        "body",
+    ),
+    (
+        "integer past 64 bits",
+        "POST",
+        "/api/tools/execute",
+        b'{"name": "probe/echo", "arguments": {"text": 123456789012345678901234567890}}',
+        "arguments.text",
+    ),
+    (
+        "deeply nested arrays",
+        "POST",
+        "/api/tools/execute",
+        b'{"name": "probe/echo", "arguments": {"a": ' + b"[" * 20_000 + b"]" * 20_000 + b"}}",
+        "body",
+    ),
+    (
+        "deeply nested objects",
+        "POST",
+        "/api/agents/demo/echo/build",
+        b'{"payload": ' + b'{"a":' * 200 + b"1" + b"}" * 200 + b"}",
+        "payload.a.a.a.a",
+    ),
+    (
+        "tRPC: deeply nested input",
+        "POST",
+        "/trpc/tools.executeTool",
+        b'{"name": "probe/echo", "arguments": ' + b"[" * 20_000 + b"]" * 20_000 + b"}",
+        "body",
+    ),
+    (
+        "tRPC: lone surrogate",
+        "POST",
+        "/trpc/tools.executeTool",
+        b'{"name": "probe/echo", "arguments": {"text": "\\ud800"}}',
+        "arguments.text",
+    ),
+    (
+        "tRPC: NUL in a GET input",
+        "GET",
+        "/trpc/tools.getToolStatus?input=%7B%22executionId%22%3A%22a%5Cu0000b%22%7D",
+        None,
+        "input.executionId",
+    ),
     ("tRPC: not JSON in a GET input", "GET", "/trpc/tools.getToolHistory?input=%ff", None, "input"),
 ]
 
@@ -294,7 +388,9 @@ def test_malformed_inputs_are_400_naming_the_field(db_url: str, tmp_path: Path) 
                 response = client.request(method, path, json=body)
             streams.append(response.extensions.get("network_stream"))
             named = _fields(response)
-            if response.status_code != 400 or not any(f == field or f.startswith((f"{field}:", f"{field}.")) for f in named):
+            if response.status_code != 400 or not any(
+                f == field or f.startswith((f"{field}:", f"{field}.")) for f in named
+            ):
                 wrong.append(f"{name}: {response.status_code} {response.text[:200]}")
             assert response.headers.get("connection") != "close", name
         # Every answer came back on the one keep-alive connection.

@@ -9,18 +9,24 @@ from typing import Any
 
 import httpx
 import pytest
-
 from org_harness import api_clients, audit_rows, audit_verifies, grant, provision
-from toolagent.seeding import seed_files
+
 from toolagent.data import seed_files as packaged_seeds
+from toolagent.seeding import seed_files
 from toolagent.store import open_store
 
 from .ownership_attacks import AGENT, OWNERSHIP_ATTACKS, STRIPPED
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
-USERS = [("ann", "admin"), ("mallory", "execute_basic"), ("eddie", "execute_basic"), ("vera", "execute_basic"),
-         ("vic", "view_only"), ("scoped", "admin")]
+USERS = [
+    ("ann", "admin"),
+    ("mallory", "execute_basic"),
+    ("eddie", "execute_basic"),
+    ("vera", "execute_basic"),
+    ("vic", "view_only"),
+    ("scoped", "admin"),
+]
 
 
 async def _world(url: str) -> dict[str, str]:
@@ -60,14 +66,19 @@ async def test_another_orgs_key_cannot_strip_the_demo_agents_security(db_url: st
     assert "security" in json.loads(after.yaml)["configuration"]
 
 
-@pytest.mark.parametrize(("name", "user", "method", "path", "body", "status", "needles"), OWNERSHIP_ATTACKS,
-                         ids=[a[0] for a in OWNERSHIP_ATTACKS])
-async def test_ownership_attack_is_refused(db_url: str, name: str, user: str, method: str, path: str, body: Any,
-                                           status: int, needles: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("name", "user", "method", "path", "body", "status", "needles"),
+    OWNERSHIP_ATTACKS,
+    ids=[a[0] for a in OWNERSHIP_ATTACKS],
+)
+async def test_ownership_attack_is_refused(
+    db_url: str, name: str, user: str, method: str, path: str, body: Any, status: int, needles: tuple[str, ...]
+) -> None:
     keys = await _world(db_url)
     async with api_clients(db_url, keys) as clients:
-        assert (await clients["mallory"].put("/api/agents/evil/x", json={**STRIPPED, "display_name": "x"})
-                ).status_code == 200
+        assert (
+            await clients["mallory"].put("/api/agents/evil/x", json={**STRIPPED, "display_name": "x"})
+        ).status_code == 200
         before = await _snapshot(clients["ann"])
         denials_before = len([r for r in await audit_rows(db_url) if r.decision == "deny"])
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
-
 from api_harness import LiveServer, User, agent_body, live_server, provision
 from mcp_harness import node_config
+from typer.testing import CliRunner
+
 from toolagent.cli import app
 from toolagent.engine.redaction import REDACTED, redact, remember_secrets
 
@@ -24,9 +24,16 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.node]
 
 #: (name, text the tool is made to echo, the part of it that must never be stored or shown)
 SECRETS = [
-    ("Anthropic API key", "key sk-ant-api03-Qx7Lm2Vb9Tz4Rw8Yp1Kd6Hs3Jf5Ng0Cq", "sk-ant-api03-Qx7Lm2Vb9Tz4Rw8Yp1Kd6Hs3Jf5Ng0Cq"),
-    ("JWT", "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0"),
+    (
+        "Anthropic API key",
+        "key sk-ant-api03-Qx7Lm2Vb9Tz4Rw8Yp1Kd6Hs3Jf5Ng0Cq",
+        "sk-ant-api03-Qx7Lm2Vb9Tz4Rw8Yp1Kd6Hs3Jf5Ng0Cq",
+    ),
+    (
+        "JWT",
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0",
+    ),
     ("URL password", "dsn postgresql://app:S3cretPassw0rd@db.internal:5432/prod", "S3cretPassw0rd"),
     ("AWS access key id", "aws AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
     ("Slack bot token", "slack xoxb-123456789012-abcdefghijkl", "xoxb-123456789012-abcdefghijkl"),
@@ -43,8 +50,10 @@ DEFINITION = {
     "metadata": {"name": "leaky", "version": "1.0.0", "type": "tool"},
     "configuration": {
         "tools": ["everything/echo", "everything/get-sum"],
-        "toolParams": {"everything/echo": {"message": "{{ payload.message }} || pw {{ payload.password }}"},
-                       "everything/get-sum": {"a": "{{ payload.password|length }}", "b": 0}},
+        "toolParams": {
+            "everything/echo": {"message": "{{ payload.message }} || pw {{ payload.password }}"},
+            "everything/get-sum": {"a": "{{ payload.password|length }}", "b": 0},
+        },
         "deliverable": {"format": "markdown", "type": "report"},
     },
 }
@@ -147,14 +156,30 @@ def test_cli_build_stores_and_prints_no_secret(tmp_path: Path, node_bin: Path) -
     payload = tmp_path / "payload.json"
     payload.write_text(json.dumps(PAYLOAD))
     db_file = tmp_path / "cli.db"
-    result = CliRunner().invoke(app, ["--db", f"sqlite+aiosqlite:///{db_file}", "--servers", str(servers), "--json",
-                                      "build", str(agent), "-p", f"@{payload}"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "--db",
+            f"sqlite+aiosqlite:///{db_file}",
+            "--servers",
+            str(servers),
+            "--json",
+            "build",
+            str(agent),
+            "-p",
+            f"@{payload}",
+        ],
+    )
     assert result.exit_code == 0, result.output[-2000:]
     assert leaks(result.stdout) == [] and leaks(result.stderr) == []
     with sqlite3.connect(db_file) as conn:
         run_id = conn.execute("select id from runs").fetchone()[0]
-        steps = [{"status": s, "result": json.loads(r)} for s, r in conn.execute(
-            "select status, result from run_steps where run_id = ? order by position", (run_id,))]
+        steps = [
+            {"status": s, "result": json.loads(r)}
+            for s, r in conn.execute(
+                "select status, result from run_steps where run_id = ? order by position", (run_id,)
+            )
+        ]
         stored_payload = json.loads(conn.execute("select payload from runs").fetchone()[0])
     assert_real_values_used(steps)
     assert stored_payload == {"message": stored_payload["message"], "password": REDACTED}

@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-
 from api_harness import agent_body, provision
+
 from toolagent.api.app import create_app
 from toolagent.mcp.config import ServersConfig
 from toolagent.servers.supabase.demo_data import ensure_sqlite_demo
@@ -31,8 +31,10 @@ DEMO_TABLES = "users,agent_conversations,kpi_metrics,kpi_data"
 HUGE_RESULTS: list[tuple[str, dict[str, Any]]] = [
     ("every conversation", {"sql": "select * from agent_conversations", "max_rows": 10_000}),
     ("a cross join", {"sql": "select u.email, c.title from users u, agent_conversations c", "max_rows": 10_000}),
-    ("an endless recursive CTE", {"sql": "with recursive r(n) as (select 1 union all select n + 1 from r) select n from r",
-                                  "max_rows": 10_000}),
+    (
+        "an endless recursive CTE",
+        {"sql": "with recursive r(n) as (select 1 union all select n + 1 from r) select n from r", "max_rows": 10_000},
+    ),
 ]
 
 
@@ -43,11 +45,24 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def supabase_config(demo_db: Path) -> dict[str, Any]:
     """The `mcpServers` entry of the Supabase MCP server over stdio, on the embedded demo database."""
-    env = {"SUPABASE_DEMO_DB": str(demo_db), "SUPABASE_ALLOWED_TABLES": DEMO_TABLES,
-           "SUPABASE_MAX_RESULT_BYTES": "5000000", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    return {"supabase": {"command": sys.executable, "args": ["-m", "toolagent.servers.supabase"], "env": env,
-                         "timeout_s": 60, "risk": "safe", "category": "database", "trusted": True,
-                         "sql_tools": ["execute-sql"]}}
+    env = {
+        "SUPABASE_DEMO_DB": str(demo_db),
+        "SUPABASE_ALLOWED_TABLES": DEMO_TABLES,
+        "SUPABASE_MAX_RESULT_BYTES": "5000000",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+    return {
+        "supabase": {
+            "command": sys.executable,
+            "args": ["-m", "toolagent.servers.supabase"],
+            "env": env,
+            "timeout_s": 60,
+            "risk": "safe",
+            "category": "database",
+            "trusted": True,
+            "sql_tools": ["execute-sql"],
+        }
+    }
 
 
 def supabase_servers(demo_db: Path) -> ServersConfig:
@@ -64,14 +79,20 @@ def _assert_bounded(result: dict[str, Any], cap: int = RESULT_CAP) -> None:
 
 
 #: A BUILD of one huge step, rendered as markdown (tables, text).
-HUGE_AGENT = {"metadata": {"name": "huge", "version": "1.0.0", "type": "tool"},
-              "configuration": {"tools": ["supabase/execute-sql"], "deliverable": {"format": "markdown"},
-                                "toolParams": {"supabase/execute-sql": HUGE_RESULTS[0][1]}}}
+HUGE_AGENT = {
+    "metadata": {"name": "huge", "version": "1.0.0", "type": "tool"},
+    "configuration": {
+        "tools": ["supabase/execute-sql"],
+        "deliverable": {"format": "markdown"},
+        "toolParams": {"supabase/execute-sql": HUGE_RESULTS[0][1]},
+    },
+}
 
 
 @pytest.mark.parametrize(("name", "arguments"), HUGE_RESULTS, ids=[r[0] for r in HUGE_RESULTS])
-def test_a_huge_result_is_stored_and_answered_bounded(db_url: str, demo_db: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       name: str, arguments: dict[str, Any]) -> None:
+def test_a_huge_result_is_stored_and_answered_bounded(
+    db_url: str, demo_db: Path, monkeypatch: pytest.MonkeyPatch, name: str, arguments: dict[str, Any]
+) -> None:
     monkeypatch.setenv("TOOLAGENT_MAX_RESULT_BYTES", str(RESULT_CAP))
     monkeypatch.setenv("TOOLAGENT_MAX_DELIVERABLE_BYTES", str(DELIVERABLE_CAP))
     users = provision(db_url, [("ann", "admin", "enterprise")])
@@ -82,10 +103,13 @@ def test_a_huge_result_is_stored_and_answered_bounded(db_url: str, demo_db: Path
             store = app.state.services.store
             runtime = app.state.services.runtime
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://api", headers=users["ann"].auth,
-                                         timeout=120) as client:
-                answer = await client.post("/api/tools/execute", json={"name": "supabase/execute-sql",
-                                                                        "arguments": arguments, "timeout": 120_000})
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://api", headers=users["ann"].auth, timeout=120
+            ) as client:
+                answer = await client.post(
+                    "/api/tools/execute",
+                    json={"name": "supabase/execute-sql", "arguments": arguments, "timeout": 120_000},
+                )
                 assert answer.status_code == 200, answer.text[:500]
                 assert len(answer.content) < RESULT_CAP + 2048
                 _assert_bounded(answer.json()["result"])
@@ -98,8 +122,10 @@ def test_a_huge_result_is_stored_and_answered_bounded(db_url: str, demo_db: Path
                 assert stored is not None and stored.result is not None
                 _assert_bounded(stored.result.to_json())
 
-                trpc = await client.post("/trpc/tools.executeTool", json={"name": "supabase/execute-sql",
-                                                                         "arguments": arguments, "timeout": 120_000})
+                trpc = await client.post(
+                    "/trpc/tools.executeTool",
+                    json={"name": "supabase/execute-sql", "arguments": arguments, "timeout": 120_000},
+                )
                 assert trpc.status_code == 200 and len(trpc.content) < RESULT_CAP + 2048
                 _assert_bounded(trpc.json()["result"]["data"]["result"])
 
@@ -108,8 +134,11 @@ def test_a_huge_result_is_stored_and_answered_bounded(db_url: str, demo_db: Path
                 assert built.status_code == 200, built.text[:500]
                 run_id = built.json()["run"]["id"]
                 deliverable = (await client.get(f"/api/deliverables/{run_id}")).json()["deliverable"]
-                size = (len(deliverable["content"].encode()) + json_size(deliverable["data"])
-                        + json_size(deliverable["metadata"]))
+                size = (
+                    len(deliverable["content"].encode())
+                    + json_size(deliverable["data"])
+                    + json_size(deliverable["metadata"])
+                )
                 assert size <= DELIVERABLE_CAP
                 assert deliverable["metadata"]["truncated"]["maxBytes"] == DELIVERABLE_CAP
                 assert "Truncated: the full deliverable is" in deliverable["content"]
@@ -123,9 +152,9 @@ def test_a_huge_result_is_stored_and_answered_bounded(db_url: str, demo_db: Path
     anyio.run(main)
 
 
-
-def test_a_history_page_of_huge_results_is_bounded_as_a_whole(tmp_path: Path, demo_db: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_history_page_of_huge_results_is_bounded_as_a_whole(
+    tmp_path: Path, demo_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each stored result is under the result cap, but a page holds up to 100 of them: the page's
     results together are bounded like a deliverable (each keeps a fair share)."""
     monkeypatch.setenv("TOOLAGENT_MAX_RESULT_BYTES", str(RESULT_CAP))
@@ -138,20 +167,26 @@ def test_a_history_page_of_huge_results_is_bounded_as_a_whole(tmp_path: Path, de
     async def main() -> None:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://api", headers=users["ann"].auth,
-                                         timeout=120) as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://api", headers=users["ann"].auth, timeout=120
+            ) as client:
                 for _ in range(calls):
-                    answer = await client.post("/api/tools/execute", json={"name": "supabase/execute-sql",
-                                                                            "arguments": HUGE_RESULTS[0][1]})
+                    answer = await client.post(
+                        "/api/tools/execute", json={"name": "supabase/execute-sql", "arguments": HUGE_RESULTS[0][1]}
+                    )
                     assert answer.status_code == 200, answer.text[:500]
-                for page in (await client.get("/api/tools/history", params={"limit": 100}),
-                             await client.get("/trpc/tools.getToolHistory", params={"input": '{"limit": 100}'})):
+                for page in (
+                    await client.get("/api/tools/history", params={"limit": 100}),
+                    await client.get("/trpc/tools.getToolHistory", params={"input": '{"limit": 100}'}),
+                ):
                     assert page.status_code == 200, page.text[:500]
                     body = page.json()
                     executions = body["executions"] if "executions" in body else body["result"]["data"]["executions"]
                     assert len(executions) == calls
                     assert len(page.content) < DELIVERABLE_CAP + 8192
                     assert sum(json_size(e["result"]) for e in executions) <= DELIVERABLE_CAP
-                    assert all(e["result"]["truncated"] and e["result"]["structuredContent"]["rows"] for e in executions)
+                    assert all(
+                        e["result"]["truncated"] and e["result"]["structuredContent"]["rows"] for e in executions
+                    )
 
     anyio.run(main)

@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-
 from api_harness import PROBE_CATEGORY, probe_servers, provision
+
 from toolagent.api.app import create_app
 from toolagent.mcp.config import ServersConfig
 
@@ -31,26 +31,39 @@ def _overview(body: dict[str, Any]) -> dict[str, Any]:
     return body.get("result", {}).get("data") or body
 
 
-def test_a_scoped_key_sees_only_its_categories_in_the_metrics_overview(db_url: str,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_scoped_key_sees_only_its_categories_in_the_metrics_overview(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TOOLAGENT_METRICS_AUTH", "key")
-    users = provision(db_url, [("ann", "admin", "enterprise"), ("memadmin", "admin", "enterprise")],
-                      scopes={"memadmin": ["agent:execute:memory"]})
+    users = provision(
+        db_url,
+        [("ann", "admin", "enterprise"), ("memadmin", "admin", "enterprise")],
+        scopes={"memadmin": ["agent:execute:memory"]},
+    )
     app = create_app(db=db_url, servers=ServersConfig.from_data({"mcpServers": probe_servers()}))
 
     async def main() -> None:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://api", headers=users["ann"].auth,
-                                         timeout=60) as ann, \
-                    httpx.AsyncClient(transport=transport, base_url="http://api", headers=users["memadmin"].auth,
-                                      timeout=60) as scoped:
-                for name, arguments in (("probe/echo", {"text": "hi"}), ("probe/pid", {}),
-                                        ("probe/fail", {"message": "no"})):
+            async with (
+                httpx.AsyncClient(
+                    transport=transport, base_url="http://api", headers=users["ann"].auth, timeout=60
+                ) as ann,
+                httpx.AsyncClient(
+                    transport=transport, base_url="http://api", headers=users["memadmin"].auth, timeout=60
+                ) as scoped,
+            ):
+                for name, arguments in (
+                    ("probe/echo", {"text": "hi"}),
+                    ("probe/pid", {}),
+                    ("probe/fail", {"message": "no"}),
+                ):
                     answer = await ann.post("/api/tools/execute", json={"name": name, "arguments": arguments})
                     assert answer.status_code in (200, 500), answer.text
-                running = await ann.post("/api/tools/execute", json={
-                    "name": "probe/sleep", "arguments": {"seconds": 60}, "timeout": 120_000, "async": True})
+                running = await ann.post(
+                    "/api/tools/execute",
+                    json={"name": "probe/sleep", "arguments": {"seconds": 60}, "timeout": 120_000, "async": True},
+                )
                 assert running.status_code == 202, running.text
                 try:
                     full = (await ann.get("/api/tools/metrics")).json()

@@ -120,12 +120,11 @@ async def test_huge_statements_end_and_the_server_keeps_answering(make_service: 
     except ToolError as exc:
         # Ended by the statement timeout, a length limit (PostgreSQL's 1 GB bound on one value is
         # reported as "out of memory" when it comes before the timeout), or (SQLite) a missing function.
-        assert any(w in str(exc) for w in ("timed out", "too big", "too large", "out of memory", "no such",
-                                            "cannot run")), str(exc)
+        assert any(
+            w in str(exc) for w in ("timed out", "too big", "too large", "out of memory", "no such", "cannot run")
+        ), str(exc)
     else:
         assert result.truncated, result
         assert len(json.dumps(result.rows, separators=(",", ":"))) <= CAP
     after = await service.execute_sql("select count(*) as n from users", 10)
     assert after.rows == [{"n": 240}]
-
-

@@ -46,7 +46,10 @@ def test_agent_file_with_a_bomb_is_refused(tmp_path: Path) -> None:
 
 def test_engine_config_with_a_bomb_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "engine.yaml"
-    path.write_text("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i > 1 else '*a'] * 9)}]\n" for i in range(1, 8)), encoding="utf-8")
+    path.write_text(
+        "a: &a [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i > 1 else '*a'] * 9)}]\n" for i in range(1, 8)),
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError, match="expands to more than"):
         EngineConfig.load(path)

@@ -22,7 +22,11 @@ YAML_BOMBS: list[tuple[str, str, str]] = [
     ("recursive alias", "a: &a [*a]\n", "contains it"),
     ("recursive mapping", "&a {k: *a}\n", "contains it"),
     ("deep nesting", "x: " + "[" * 200 + "]" * 200 + "\n", "nested more than"),
-    ("deep nesting via aliases", "".join(f"l{i}: &l{i} [{'*l' + str(i - 1) if i else 'x'}]\n" for i in range(100)), "nested more than"),
+    (
+        "deep nesting via aliases",
+        "".join(f"l{i}: &l{i} [{'*l' + str(i - 1) if i else 'x'}]\n" for i in range(100)),
+        "nested more than",
+    ),
 ]
 
 #: Documents with anchors that must keep loading (anchors used a few times are legitimate YAML).

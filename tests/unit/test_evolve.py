@@ -16,8 +16,17 @@ from toolagent.tools.base import CallOutcome
 
 
 def _execution() -> Execution:
-    return Execution(id="exec_1_ab", tool="probe/echo", category="memory", risk="safe", status=ExecutionStatus.RUNNING,
-                     user="ann", started_at=datetime(2026, 1, 2, tzinfo=UTC), metadata={"k": "v"}, arguments={"a": 1})
+    return Execution(
+        id="exec_1_ab",
+        tool="probe/echo",
+        category="memory",
+        risk="safe",
+        status=ExecutionStatus.RUNNING,
+        user="ann",
+        started_at=datetime(2026, 1, 2, tzinfo=UTC),
+        metadata={"k": "v"},
+        arguments={"a": 1},
+    )
 
 
 @pytest.mark.parametrize("record", [_execution(), CallOutcome(CallStatus.OK, "probe/echo", "exec_1_ab")])
@@ -27,7 +36,8 @@ def test_a_copy_with_changes_equals_replace(record: object) -> None:
     assert copied == dataclasses.replace(record, **changes)  # type: ignore[type-var]
     assert copied is not record and type(copied) is type(record)
     assert {f.name: getattr(copied, f.name) for f in dataclasses.fields(copied)} == {
-        f.name: getattr(dataclasses.replace(record, **changes), f.name) for f in dataclasses.fields(copied)}  # type: ignore[type-var]
+        f.name: getattr(dataclasses.replace(record, **changes), f.name) for f in dataclasses.fields(copied)
+    }  # type: ignore[type-var]
     assert record.error is None  # type: ignore[attr-defined]  # the original is untouched
     with pytest.raises(dataclasses.FrozenInstanceError):
         copied.error = "again"  # type: ignore[misc]

@@ -84,7 +84,9 @@ def test_sandbox_refuses_python_internals(source: str) -> None:
         render_value(source, CTX)
 
 
-@pytest.mark.parametrize("source", ["{{ environ }}", "{{ os.environ }}", "{{ range(10) }}", "{{ lipsum() }}", "{{ cycler }}"])
+@pytest.mark.parametrize(
+    "source", ["{{ environ }}", "{{ os.environ }}", "{{ range(10) }}", "{{ lipsum() }}", "{{ cycler }}"]
+)
 def test_no_globals_environment_or_helpers(source: str) -> None:
     with pytest.raises(TemplateError):
         Template.parse(source)
@@ -97,9 +99,19 @@ def test_include_of_files_is_not_possible() -> None:
 
 def test_params_tree_renders_nested_and_passes_non_strings() -> None:
     params = ParamsTemplate.parse(
-        {"q": "{{payload.query}}", "max_rows": 5, "opts": {"tags": "<<payload.tags>>", "on": False}, "list": ["{{payload.n}}", 1]}
+        {
+            "q": "{{payload.query}}",
+            "max_rows": 5,
+            "opts": {"tags": "<<payload.tags>>", "on": False},
+            "list": ["{{payload.n}}", 1],
+        }
     )
-    assert params.render(CTX) == {"q": "top 10", "max_rows": 5, "opts": {"tags": ["a", "b"], "on": False}, "list": [10, 1]}
+    assert params.render(CTX) == {
+        "q": "top 10",
+        "max_rows": 5,
+        "opts": {"tags": ["a", "b"], "on": False},
+        "list": [10, 1],
+    }
     assert params.references() == {"payload.query", "payload.tags", "payload.n"}
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import REPO_ROOT
+
 from toolagent.errors import UsageError
 from toolagent.servers.supabase.settings import SupabaseSettings
 from toolagent.settings import Settings

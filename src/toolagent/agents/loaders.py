@@ -74,8 +74,10 @@ def _record_from_mapping(data: Mapping[str, Any], *, source: str) -> AgentRecord
         problems = []
         for e in exc.errors():
             path = ".".join(str(p) for p in e["loc"])
-            msg = "required field is missing" if e["type"] == "missing" else (
-                f"unknown field '{e['loc'][-1]}'" if e["type"] == "extra_forbidden" else e["msg"]
+            msg = (
+                "required field is missing"
+                if e["type"] == "missing"
+                else (f"unknown field '{e['loc'][-1]}'" if e["type"] == "extra_forbidden" else e["msg"])
             )
             problems.append(Problem(path, msg))
         raise DefinitionInvalid(problems, source=source) from exc
@@ -98,8 +100,9 @@ def load_path(path: str | Path, *, org: str = DEFAULT_ORG) -> list[LoadedAgent]:
     except OSError as exc:
         raise DefinitionInvalid([Problem("", f"cannot read file: {exc.strerror or exc}")], source=str(p)) from exc
     except UnicodeDecodeError as exc:
-        raise DefinitionInvalid([Problem("", f"is not UTF-8 text (byte {exc.start}): save it as UTF-8")],
-                                source=str(p)) from exc
+        raise DefinitionInvalid(
+            [Problem("", f"is not UTF-8 text (byte {exc.start}): save it as UTF-8")], source=str(p)
+        ) from exc
     data = parse_document(text, source=str(p))
     if isinstance(data, list):
         problems: list[Problem] = []
@@ -107,7 +110,9 @@ def load_path(path: str | Path, *, org: str = DEFAULT_ORG) -> list[LoadedAgent]:
         for i, item in enumerate(data):
             try:
                 if not _is_record(item):
-                    raise DefinitionInvalid([Problem("", "expected an agent record with organization_slug, slug and yaml")])
+                    raise DefinitionInvalid(
+                        [Problem("", "expected an agent record with organization_slug, slug and yaml")]
+                    )
                 loaded.append(load_record(_record_from_mapping(item, source=f"{p}[{i}]"), source=f"{p}[{i}]"))
             except DefinitionInvalid as exc:
                 problems.extend(Problem(f"[{i}]" + (f".{q.path}" if q.path else ""), q.message) for q in exc.problems)

@@ -60,8 +60,10 @@ def _parse(text: str, source: str | None) -> Any:
         except RecursionError:
             raise DefinitionInvalid([Problem("", "JSON nested too deep")], source=source) from None
         except ValueError as exc:  # an integer of more digits than Python converts
-            raise DefinitionInvalid([Problem("", f"an integer of thousands of digits ({exc.__class__.__name__}): "
-                                             "write it as a string")], source=source) from None
+            raise DefinitionInvalid(
+                [Problem("", f"an integer of thousands of digits ({exc.__class__.__name__}): write it as a string")],
+                source=source,
+            ) from None
     try:
         return safe_load(text)
     except YamlTooLarge as exc:
@@ -69,9 +71,7 @@ def _parse(text: str, source: str | None) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise DefinitionInvalid(
-            [Problem("", f"malformed YAML{where}: {exc.problem or exc}")], source=source
-        ) from exc
+        raise DefinitionInvalid([Problem("", f"malformed YAML{where}: {exc.problem or exc}")], source=source) from exc
     except yaml.YAMLError as exc:
         raise DefinitionInvalid([Problem("", f"malformed YAML: {exc}")], source=source) from exc
 
@@ -146,7 +146,7 @@ def _semantic_problems(data: Mapping[str, Any]) -> list[Problem]:
             problems.append(Problem(f"configuration.tools[{i}]", f"tool '{name}' is listed twice"))
         seen.add(name)
     params = cfg.get("toolParams")
-    for key, value in (params.items() if isinstance(params, Mapping) else ()):
+    for key, value in params.items() if isinstance(params, Mapping) else ():
         where = f"configuration.toolParams.{key}"
         if key not in tools:
             close = difflib.get_close_matches(str(key), tools, n=1, cutoff=0.5)
@@ -167,7 +167,9 @@ def validate_definition(data: Any, *, source: str | None = None) -> AgentDef:
     """
     if not isinstance(data, Mapping):
         got = "an empty document" if data is None else type(data).__name__
-        raise DefinitionInvalid([Problem("", f"expected a mapping with metadata and configuration, got {got}")], source=source)
+        raise DefinitionInvalid(
+            [Problem("", f"expected a mapping with metadata and configuration, got {got}")], source=source
+        )
     problems: list[Problem] = []
     defn: AgentDef | None = None
     cause: ValidationError | None = None

@@ -44,7 +44,9 @@ def _expanded_size(root: yaml.Node, *, max_nodes: int, max_depth: int, max_alias
         nonlocal aliases
         key = id(node)
         if key in open_nodes:
-            raise YamlTooLarge("YAML alias refers to a node that contains it (a recursive document); write the value out")
+            raise YamlTooLarge(
+                "YAML alias refers to a node that contains it (a recursive document); write the value out"
+            )
         if key in measured:
             aliases += 1
             if aliases > max_aliases:

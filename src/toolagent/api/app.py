@@ -29,8 +29,8 @@ from . import errors
 from .auth import current_caller
 from .body_limit import BodyLimit, max_body_bytes_from_env
 from .direct import EXECUTE_PATH, TRPC_EXECUTE_PATH, DirectExecute
-from .edge import EdgeCheck
 from .docs import install_docs
+from .edge import EdgeCheck
 from .services import Services, open_services
 
 #: What the API says about itself in /openapi.json.
@@ -61,8 +61,13 @@ def metrics_auth_from_env() -> MetricsAuth:
     return value  # type: ignore[return-value]
 
 
-def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
-               metrics_auth: MetricsAuth | None = None, max_body_bytes: int | None = None) -> FastAPI:
+def create_app(
+    *,
+    db: str | None = None,
+    servers: ServersConfig | None = None,
+    metrics_auth: MetricsAuth | None = None,
+    max_body_bytes: int | None = None,
+) -> FastAPI:
     """Build the app; the store and MCP servers open when it starts.
 
     Args:
@@ -92,8 +97,14 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
                 tune_collector()
             yield
 
-    app = FastAPI(title="toolagent", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="toolagent",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
     install_docs(app)
     routes: list[BaseRoute] = []
     direct_routes: dict[str, BaseRoute] = {}
@@ -125,12 +136,20 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
             ok, checks["reason"] = False, f"store unreachable: {exc}"
         return JSONResponse({"status": "ready" if ok else "not ready", **checks}, status_code=200 if ok else 503)
 
-    @app.get("/metrics", tags=["system"], summary="Prometheus metrics", response_class=Response, responses={
-        200: {"content": {CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}},
-              "description": "Prometheus text exposition format 0.0.4"},
-        401: {"description": "TOOLAGENT_METRICS_AUTH is `key` or `admin` and no valid API key was sent"},
-        403: {"description": "TOOLAGENT_METRICS_AUTH is `admin` and the key is not an admin's"},
-    })
+    @app.get(
+        "/metrics",
+        tags=["system"],
+        summary="Prometheus metrics",
+        response_class=Response,
+        responses={
+            200: {
+                "content": {CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}},
+                "description": "Prometheus text exposition format 0.0.4",
+            },
+            401: {"description": "TOOLAGENT_METRICS_AUTH is `key` or `admin` and no valid API key was sent"},
+            403: {"description": "TOOLAGENT_METRICS_AUTH is `admin` and the key is not an admin's"},
+        },
+    )
     async def metrics(request: Request) -> Response:
         """The engine's figures — `tool_execution_total`, `tool_execution_duration_seconds`,
         `tool_permission_denied_total`, `tool_rate_limited_total`, `tool_executions_active`,
@@ -149,6 +168,7 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
             from dataclasses import replace as _replace
 
             from ..workers.app import stalled_after_s
+
             counts = {(c.queue, c.status): c.count for c in await svc.store.queue.counts()}
             snapshot = _replace(snapshot, queue=counts, workers=await svc.store.queue.worker_count(stalled_after_s()))
         return Response(render(snapshot, http=request.app.state.http_metrics), media_type=CONTENT_TYPE)
@@ -166,8 +186,12 @@ def create_app(*, db: str | None = None, servers: ServersConfig | None = None,
     # Every route with its methods (a router's own list: its routes carry their full paths), for 405s.
     routes.extend(r for r in app.router.routes if getattr(r, "methods", None))
     routes.extend(r for router in routers for r in router.routes)
-    direct_routes.update({EXECUTE_PATH: _route_at(routes, EXECUTE_PATH, "POST"),
-                          TRPC_EXECUTE_PATH: _route_at(routes, "/trpc/{path:path}", "POST")})
+    direct_routes.update(
+        {
+            EXECUTE_PATH: _route_at(routes, EXECUTE_PATH, "POST"),
+            TRPC_EXECUTE_PATH: _route_at(routes, "/trpc/{path:path}", "POST"),
+        }
+    )
     return app
 
 

@@ -93,14 +93,20 @@ class BodyLimit:
 
     async def _refuse(self, send: Send, what: str) -> None:
         limit = self.max_bytes
-        body = json.dumps({"success": False, "error": {
-            "code": "PAYLOAD_TOO_LARGE",
-            "message": f"request body {what}; the limit is {limit} bytes ({MAX_BODY_ENV}): send a smaller body, "
-                       f"or raise {MAX_BODY_ENV} on the server",
-            "details": {"limitBytes": limit, "setting": MAX_BODY_ENV},
-        }}).encode()
+        body = json.dumps(
+            {
+                "success": False,
+                "error": {
+                    "code": "PAYLOAD_TOO_LARGE",
+                    "message": f"request body {what}; the limit is {limit} bytes ({MAX_BODY_ENV}): send a smaller body, "
+                    f"or raise {MAX_BODY_ENV} on the server",
+                    "details": {"limitBytes": limit, "setting": MAX_BODY_ENV},
+                },
+            }
+        ).encode()
         headers: list[tuple[bytes, bytes]] = [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
             # The unread rest of the body makes the connection unusable for another request.
             (b"connection", b"close"),
         ]

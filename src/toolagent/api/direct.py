@@ -49,8 +49,13 @@ class DirectExecute:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer a tool call, or pass the request on."""
         path = scope.get("path")
-        if (path not in self.routes or scope["type"] != "http" or scope["method"] != "POST"
-                or scope.get("query_string") or JSON_SCOPE_KEY not in scope):
+        if (
+            path not in self.routes
+            or scope["type"] != "http"
+            or scope["method"] != "POST"
+            or scope.get("query_string")
+            or JSON_SCOPE_KEY not in scope
+        ):
             await self.app(scope, receive, send)
             return
         svc: Services = scope["app"].state.services

@@ -27,8 +27,10 @@ def install_docs(app: FastAPI, *, path: str = "/docs") -> None:
     @app.get(path, include_in_schema=False)
     async def swagger_ui() -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} API",
-            swagger_js_url=f"{STATIC_URL}/swagger-ui-bundle.js", swagger_css_url=f"{STATIC_URL}/swagger-ui.css",
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url=f"{STATIC_URL}/swagger-ui-bundle.js",
+            swagger_css_url=f"{STATIC_URL}/swagger-ui.css",
             swagger_favicon_url=f"{STATIC_URL}/favicon-32x32.png",
             # The default validator badge is fetched from validator.swagger.io; offline it is a broken image.
             swagger_ui_parameters={"validatorUrl": None},

@@ -108,8 +108,13 @@ async def _refuse(scope: Scope, send: Send, exc: InputProblem) -> None:
         answer = {"success": False, "error": {"code": "BAD_REQUEST", "message": message, "details": details}}
     # ASCII escapes: the message may quote the offending character.
     body = json.dumps(answer, ensure_ascii=True).encode()
-    await send({"type": "http.response.start", "status": 400,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

@@ -53,8 +53,7 @@ def install(app: FastAPI) -> None:
         if code == "UNAUTHORIZED":
             # RFC 9110: a 401 says how to authenticate.
             headers["WWW-Authenticate"] = 'Bearer realm="toolagent"'
-        return JSONResponse(error_body(code, exc.message), status_code=STATUS_BY_CODE.get(code, 500),
-                            headers=headers)
+        return JSONResponse(error_body(code, exc.message), status_code=STATUS_BY_CODE.get(code, 500), headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -68,8 +67,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = next((c for c, s in STATUS_BY_CODE.items() if s == exc.status_code), "INTERNAL_SERVER_ERROR")
-        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        return JSONResponse(
+            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=getattr(exc, "headers", None)
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

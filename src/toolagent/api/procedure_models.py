@@ -57,7 +57,8 @@ class ExecutionContextInput(_Input):
 
     sessionId: str | None = Field(default=None, max_length=200, description="The caller's session id.")
     metadata: dict[str, Any] | None = Field(
-        default=None, description="Free-form metadata (stored redacted); the key `agent` is reserved (see `agent`).")
+        default=None, description="Free-form metadata (stored redacted); the key `agent` is reserved (see `agent`)."
+    )
 
     @field_validator("metadata")
     @classmethod
@@ -71,19 +72,26 @@ class ExecuteToolInput(_Input):
     """executeTool: what to run, with which arguments, for how long at most."""
 
     name: str = Field(min_length=1, max_length=300, description="Qualified tool name `server/tool`, e.g. `file/read`.")
-    arguments: dict[str, Any] = Field(default_factory=dict, description="Tool arguments, checked against its input schema.")
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description="Tool arguments, checked against its input schema."
+    )
     timeout: int | None = Field(
-        default=None, ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS,
+        default=None,
+        ge=MIN_TIMEOUT_MS,
+        le=MAX_TIMEOUT_MS,
         description="Milliseconds, 1000..300000; default: the tool's server config, else the engine's default.",
     )
     context: ExecutionContextInput | None = Field(default=None, description="Session id and metadata.")
     agent: str | None = Field(
-        default=None, max_length=401, pattern=r"^[^/\s\x00]+/[^/\s\x00]+$",
+        default=None,
+        max_length=401,
+        pattern=r"^[^/\s\x00]+/[^/\s\x00]+$",
         description="Make the call under this agent (`org/slug`): the tool must be in its tool list, and its "
-                    "`security` block (SQL denylist, table allowlist) applies, as in a BUILD step.",
+        "`security` block (SQL denylist, table allowlist) applies, as in a BUILD step.",
     )
     async_: bool = Field(
-        default=False, alias="async",
+        default=False,
+        alias="async",
         description="Answer 202 with the execution id at once and run in the background (poll getToolStatus).",
     )
 
@@ -330,7 +338,9 @@ class ToolDetailsOutput(_Output):
 class ErrorInfo(BaseModel):
     """What went wrong."""
 
-    code: str = Field(description="BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND, TOO_MANY_REQUESTS, INTERNAL_SERVER_ERROR.")
+    code: str = Field(
+        description="BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND, TOO_MANY_REQUESTS, INTERNAL_SERVER_ERROR."
+    )
     message: str = Field(description="What to change.")
     details: Any = Field(default=None, description="Invalid fields, or the execution a failure or refusal belongs to.")
 

@@ -26,8 +26,16 @@ from ..engine import HistoryQuery, LimitStatus
 from ..engine.permissions import ExecutionDenied
 from ..engine.registry import ToolEntry
 from ..errors import (
-    ArgumentsInvalid, BudgetExceeded, CallCancelled, NotFound, RateLimited, StoreError, ToolAgentError, ToolFailed,
-    UnknownTool, UsageError,
+    ArgumentsInvalid,
+    BudgetExceeded,
+    CallCancelled,
+    NotFound,
+    RateLimited,
+    StoreError,
+    ToolAgentError,
+    ToolFailed,
+    UnknownTool,
+    UsageError,
 )
 from ..status import CallStatus, ExecutionStatus, StepStatus
 from ..store.execution_record import Execution
@@ -72,8 +80,11 @@ def limit_headers(statuses: Sequence[LimitStatus]) -> dict[str, str]:
     if not statuses:
         return {}
     tightest = min(statuses, key=lambda s: (s.remaining, s.reset_in_s))
-    return {"X-RateLimit-Limit": str(tightest.limit), "X-RateLimit-Remaining": str(tightest.remaining),
-            "X-RateLimit-Reset": str(max(0, math.ceil(tightest.reset_in_s)))}
+    return {
+        "X-RateLimit-Limit": str(tightest.limit),
+        "X-RateLimit-Remaining": str(tightest.remaining),
+        "X-RateLimit-Reset": str(max(0, math.ceil(tightest.reset_in_s))),
+    }
 
 
 def validation_fields(exc: ValidationError) -> list[dict[str, str]]:
@@ -127,8 +138,13 @@ async def _limit_headers(svc: Services, caller: Caller, tool: str) -> dict[str, 
 
 async def list_tools(svc: Services, caller: Caller, inp: ListToolsInput, reply: Reply) -> dict[str, Any]:
     """listTools: the registered tools, filtered, each marked runnable for the caller."""
-    listing = await svc.runtime.list_tools(caller.principal, category=inp.category, search=inp.search, tags=inp.tags,
-                                          include_deprecated=inp.includeDeprecated)
+    listing = await svc.runtime.list_tools(
+        caller.principal,
+        category=inp.category,
+        search=inp.search,
+        tags=inp.tags,
+        include_deprecated=inp.includeDeprecated,
+    )
     return {"success": True, **listing.to_json()}
 
 
@@ -143,8 +159,13 @@ async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, rep
     """
     entry = await tool_entry(svc, inp.name)
     context = inp.context or ExecutionContextInput()
-    ctx = CallContext(caller.principal, api_key=caller.api_key, session_id=context.sessionId,
-                      metadata=context.metadata, timeout_ms=inp.timeout)
+    ctx = CallContext(
+        caller.principal,
+        api_key=caller.api_key,
+        session_id=context.sessionId,
+        metadata=context.metadata,
+        timeout_ms=inp.timeout,
+    )
     if inp.agent is not None:
         ctx = await under_agent(svc.store, inp.agent, ctx)
     if inp.async_:
@@ -154,10 +175,17 @@ async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, rep
             reply.headers.update(await _limit_headers(svc, caller, entry.name))
             reply.status = 202
             execution = admitted[0]
-            return {"success": True, "executionId": execution.id, "status": execution.status, "toolName": entry.name,
-                    "timestamp": _now(),
-                    "links": {"status": f"/api/tools/executions/{execution.id}",
-                              "cancel": f"/api/tools/executions/{execution.id}/cancel"}}
+            return {
+                "success": True,
+                "executionId": execution.id,
+                "status": execution.status,
+                "toolName": entry.name,
+                "timestamp": _now(),
+                "links": {
+                    "status": f"/api/tools/executions/{execution.id}",
+                    "cancel": f"/api/tools/executions/{execution.id}/cancel",
+                },
+            }
     else:
         outcome = await svc.runtime.tools.call(entry, inp.arguments, ctx)
     return await _answer(svc, caller, outcome, reply)
@@ -174,28 +202,43 @@ async def _answer(svc: Services, caller: Caller, outcome: CallOutcome, reply: Re
             # The refusal is recorded: name the record, as a failure does.
             from ..engine.hints import denial_fix
 
-            reply.details = {"executionId": exc.execution_id, "status": StepStatus.DENIED,
-                             "fix": denial_fix(exc, caller.principal.name)}
+            reply.details = {
+                "executionId": exc.execution_id,
+                "status": StepStatus.DENIED,
+                "fix": denial_fix(exc, caller.principal.name),
+            }
         raise exc or ToolAgentError(outcome.error)
     execution = outcome.record
     assert execution is not None
     # Counted when the call was admitted: no second read, and Remaining is this call's own.
-    reply.headers.update(limit_headers(outcome.limits) if outcome.limits
-                         else await _limit_headers(svc, caller, outcome.tool))
+    reply.headers.update(
+        limit_headers(outcome.limits) if outcome.limits else await _limit_headers(svc, caller, outcome.tool)
+    )
     if outcome.ok:
-        return {"success": True, "executionId": execution.id, "status": execution.status,
-                "result": execution.result.to_json() if execution.result is not None else None,
-                "toolName": execution.tool, "executionTime": execution.duration_ms,
-                "timestamp": (execution.ended_at or execution.started_at).isoformat()}
+        return {
+            "success": True,
+            "executionId": execution.id,
+            "status": execution.status,
+            "result": execution.result.to_json() if execution.result is not None else None,
+            "toolName": execution.tool,
+            "executionTime": execution.duration_ms,
+            "timestamp": (execution.ended_at or execution.started_at).isoformat(),
+        }
     reply.details = {"executionId": execution.id, "status": execution.status}
     if outcome.status is CallStatus.FAILED:
-        raise ToolFailed(execution.tool, execution.error or "the tool reported an error",
-                         result=execution.result.to_json() if execution.result is not None else None)
-    raise CallCancelled(execution.error or f"execution {execution.id} of '{execution.tool}' was {execution.reason or 'cancelled'}")
+        raise ToolFailed(
+            execution.tool,
+            execution.error or "the tool reported an error",
+            result=execution.result.to_json() if execution.result is not None else None,
+        )
+    raise CallCancelled(
+        execution.error or f"execution {execution.id} of '{execution.tool}' was {execution.reason or 'cancelled'}"
+    )
 
 
-async def _start_in_background(svc: Services, entry: ToolEntry, arguments: dict[str, Any], ctx: CallContext,
-                               admitted: list[Execution]) -> CallOutcome | None:
+async def _start_in_background(
+    svc: Services, entry: ToolEntry, arguments: dict[str, Any], ctx: CallContext, admitted: list[Execution]
+) -> CallOutcome | None:
     """Run the call in the server's task group; return once it is admitted (None), or with its
     outcome when it never was (refused, or its run was cancelled).
 
@@ -261,8 +304,14 @@ async def cancel_tool_execution(svc: Services, caller: Caller, inp: ExecutionIdI
         message = "cancellation requested; the execution has not stopped yet"
     else:
         message = f"the execution ended {execution.status} before the cancellation reached it"
-    return {"success": execution.status in (ExecutionStatus.CANCELLED, ExecutionStatus.RUNNING), "executionId": execution.id,
-            "status": execution.status, "message": message, "timestamp": _now(), "execution": execution.to_json()}
+    return {
+        "success": execution.status in (ExecutionStatus.CANCELLED, ExecutionStatus.RUNNING),
+        "executionId": execution.id,
+        "status": execution.status,
+        "message": message,
+        "timestamp": _now(),
+        "execution": execution.to_json(),
+    }
 
 
 async def get_active_executions(svc: Services, caller: Caller, inp: NoInput, reply: Reply) -> dict[str, Any]:
@@ -277,9 +326,17 @@ async def get_tool_history(svc: Services, caller: Caller, inp: HistoryInput, rep
     since, until = _utc(inp.startDate), _utc(inp.endDate)
     if since is not None and until is not None and until <= since:
         raise UsageError(f"endDate ({until.isoformat()}) must be after startDate ({since.isoformat()})")
-    query = HistoryQuery(tool=inp.toolName, category=inp.category, status=inp.status, since=since,
-                         until=until, limit=inp.limit, offset=inp.offset, all_users=inp.allUsers,
-                         user=inp.userId)
+    query = HistoryQuery(
+        tool=inp.toolName,
+        category=inp.category,
+        status=inp.status,
+        since=since,
+        until=until,
+        limit=inp.limit,
+        offset=inp.offset,
+        all_users=inp.allUsers,
+        user=inp.userId,
+    )
     page = (await svc.runtime.history(caller.principal, query)).to_json()
     # A page holds up to MAX_LIMIT results of up to the result cap each: together they are
     # bounded like a deliverable, each keeping a fair share.
@@ -328,22 +385,46 @@ class Procedure:
         return self.input.model_validate({} if raw is None else raw)
 
 
-PROCEDURES: dict[str, Procedure] = {p.name: p for p in (
-    Procedure("listTools", "query", ListToolsInput, ListToolsOutput, list_tools),
-    Procedure("executeTool", "mutation", ExecuteToolInput, ExecuteToolOutput, execute_tool),
-    Procedure("getToolStatus", "query", ExecutionIdInput, ToolStatusOutput, get_tool_status),
-    Procedure("cancelToolExecution", "mutation", ExecutionIdInput, CancelOutput, cancel_tool_execution),
-    Procedure("getToolHistory", "query", HistoryInput, HistoryOutput, get_tool_history),
-    Procedure("getToolMetrics", "query", MetricsInput, MetricsOutput, get_tool_metrics),
-    Procedure("getActiveExecutions", "query", NoInput, ActiveOutput, get_active_executions),
-    Procedure("getToolDetails", "query", ToolNameInput, ToolDetailsOutput, get_tool_details),
-)}
+PROCEDURES: dict[str, Procedure] = {
+    p.name: p
+    for p in (
+        Procedure("listTools", "query", ListToolsInput, ListToolsOutput, list_tools),
+        Procedure("executeTool", "mutation", ExecuteToolInput, ExecuteToolOutput, execute_tool),
+        Procedure("getToolStatus", "query", ExecutionIdInput, ToolStatusOutput, get_tool_status),
+        Procedure("cancelToolExecution", "mutation", ExecutionIdInput, CancelOutput, cancel_tool_execution),
+        Procedure("getToolHistory", "query", HistoryInput, HistoryOutput, get_tool_history),
+        Procedure("getToolMetrics", "query", MetricsInput, MetricsOutput, get_tool_metrics),
+        Procedure("getActiveExecutions", "query", NoInput, ActiveOutput, get_active_executions),
+        Procedure("getToolDetails", "query", ToolNameInput, ToolDetailsOutput, get_tool_details),
+    )
+}
 """tRPC name -> procedure: the tools router's procedures."""
 
 
 __all__ = [
-    "PROCEDURES", "ActiveOutput", "CancelOutput", "ErrorOutput", "ExecuteAcceptedOutput", "ExecuteToolInput",
-    "ExecuteToolOutput", "ExecutionIdInput", "HistoryInput", "HistoryOutput", "ListToolsInput", "ListToolsOutput",
-    "MetricsInput", "MetricsOutput", "NoInput", "Procedure", "Reply", "ToolDetailsOutput", "ToolNameInput",
-    "ToolStatusOutput", "limit_headers", "refusal_headers", "tool_entry", "validation_fields", "validation_message",
+    "PROCEDURES",
+    "ActiveOutput",
+    "CancelOutput",
+    "ErrorOutput",
+    "ExecuteAcceptedOutput",
+    "ExecuteToolInput",
+    "ExecuteToolOutput",
+    "ExecutionIdInput",
+    "HistoryInput",
+    "HistoryOutput",
+    "ListToolsInput",
+    "ListToolsOutput",
+    "MetricsInput",
+    "MetricsOutput",
+    "NoInput",
+    "Procedure",
+    "Reply",
+    "ToolDetailsOutput",
+    "ToolNameInput",
+    "ToolStatusOutput",
+    "limit_headers",
+    "refusal_headers",
+    "tool_entry",
+    "validation_fields",
+    "validation_message",
 ]

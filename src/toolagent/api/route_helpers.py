@@ -24,8 +24,10 @@ def error_response(description: str) -> dict[str, Any]:
 
 
 #: The answers every authenticated route may give.
-AUTH_RESPONSES = {401: error_response("Missing, unknown or revoked API key"),
-                  "4XX": error_response("Any other client error (same shape)")}
+AUTH_RESPONSES = {
+    401: error_response("Missing, unknown or revoked API key"),
+    "4XX": error_response("Any other client error (same shape)"),
+}
 #: The answer of a route whose input is checked field by field.
 INPUT_RESPONSES = {400: error_response("Invalid input: `error.details` names each invalid field")}
 
@@ -41,13 +43,20 @@ def invalid_definition(exc: DefinitionInvalid, prefix: str, *, strip: str | None
     for problem in exc.problems:
         path = problem.path
         if strip and path.startswith(strip):
-            path = path[len(strip):]
-        fields.append({"field": ".".join(p for p in (prefix, path) if p).replace(".[", "["),
-                       "message": problem.message})
+            path = path[len(strip) :]
+        fields.append(
+            {"field": ".".join(p for p in (prefix, path) if p).replace(".[", "["), "message": problem.message}
+        )
     message = "; ".join(f"{f['field'] or 'body'}: {f['message']}" for f in fields)
     return JSONResponse(error_body("BAD_REQUEST", message, fields), status_code=400)
 
 
 __all__ = [
-    "AUTH_RESPONSES", "INPUT_RESPONSES", "OrgPath", "SlugPath", "error_response", "invalid_definition", "services",
+    "AUTH_RESPONSES",
+    "INPUT_RESPONSES",
+    "OrgPath",
+    "SlugPath",
+    "error_response",
+    "invalid_definition",
+    "services",
 ]

@@ -21,7 +21,13 @@ from . import schemas
 from .auth import CallerDep
 from .errors import error_body
 from .route_helpers import (
-    AUTH_RESPONSES, INPUT_RESPONSES, OrgPath, SlugPath, error_response, invalid_definition, services,
+    AUTH_RESPONSES,
+    INPUT_RESPONSES,
+    OrgPath,
+    SlugPath,
+    error_response,
+    invalid_definition,
+    services,
 )
 from .routes_orgs import actor, organizations
 
@@ -42,10 +48,15 @@ def _agent_json(record: AgentRecord) -> dict[str, Any]:
     return data
 
 
-@router.get("/agents", summary="List agents", response_model=schemas.AgentListOutput,
-            responses={**INPUT_RESPONSES, **AUTH_RESPONSES})
+@router.get(
+    "/agents",
+    summary="List agents",
+    response_model=schemas.AgentListOutput,
+    responses={**INPUT_RESPONSES, **AUTH_RESPONSES},
+)
 async def list_agents(
-    request: Request, caller: CallerDep,
+    request: Request,
+    caller: CallerDep,
     org: Annotated[str | None, Query(max_length=200, description="Only this organization.")] = None,
 ) -> Any:
     """Every stored agent (optionally of one organization), ordered by organization and slug; each
@@ -54,8 +65,12 @@ async def list_agents(
     return {"success": True, "agents": [_agent_json(r) for r in records], "totalCount": len(records)}
 
 
-@router.get("/agents/{org}/{slug}", summary="Get an agent", response_model=schemas.AgentOutput,
-            responses={**AUTH_RESPONSES, **_AGENT, **INPUT_RESPONSES})
+@router.get(
+    "/agents/{org}/{slug}",
+    summary="Get an agent",
+    response_model=schemas.AgentOutput,
+    responses={**AUTH_RESPONSES, **_AGENT, **INPUT_RESPONSES},
+)
 async def get_agent(request: Request, org: OrgPath, slug: SlugPath, caller: CallerDep) -> Any:
     """One agent record with its validated definition (defaults filled in)."""
     record = await services(request).store.agents.get_agent(org, slug)
@@ -63,11 +78,22 @@ async def get_agent(request: Request, org: OrgPath, slug: SlugPath, caller: Call
     return {"success": True, "agent": _agent_json(record), "definition": definition}
 
 
-@router.put("/agents/{org}/{slug}", summary="Create or update an agent", response_model=schemas.AgentUpsertOutput,
-            responses={**INPUT_RESPONSES, **AUTH_RESPONSES, 403: error_response(
-                "`view_only` users change no agents; others need the organization's editor role (its admin role "
-                "to change `security`)")})
-async def put_agent(request: Request, org: OrgPath, slug: SlugPath, body: schemas.AgentUpsert, caller: CallerDep) -> Any:
+@router.put(
+    "/agents/{org}/{slug}",
+    summary="Create or update an agent",
+    response_model=schemas.AgentUpsertOutput,
+    responses={
+        **INPUT_RESPONSES,
+        **AUTH_RESPONSES,
+        403: error_response(
+            "`view_only` users change no agents; others need the organization's editor role (its admin role "
+            "to change `security`)"
+        ),
+    },
+)
+async def put_agent(
+    request: Request, org: OrgPath, slug: SlugPath, body: schemas.AgentUpsert, caller: CallerDep
+) -> Any:
     """Upsert the agent record by (organization, slug). The definition in `yaml` is validated
     first: a tool without namespace, a misspelled key or a bad template is a 400 naming each field
     (`yaml.configuration.tools[0]`, ...). `outcome` is `inserted`, `updated` or `unchanged`.
@@ -80,8 +106,11 @@ async def put_agent(request: Request, org: OrgPath, slug: SlugPath, body: schema
     # Before the body is read further: a `view_only` key gets nothing parsed on its behalf.
     await organizations(request).check_level(who, org, slug)
     keys = (("organization_slug", body.organization_slug, org), ("slug", body.slug, slug))
-    mismatched = [{"field": name, "message": f"is '{value}' but the path says '{expected}'"}
-                  for name, value, expected in keys if value is not None and value != expected]
+    mismatched = [
+        {"field": name, "message": f"is '{value}' but the path says '{expected}'"}
+        for name, value, expected in keys
+        if value is not None and value != expected
+    ]
     if mismatched:
         message = "; ".join(f"{f['field']}: {f['message']}" for f in mismatched)
         return JSONResponse(error_body("BAD_REQUEST", message, mismatched), status_code=400)
@@ -94,9 +123,19 @@ async def put_agent(request: Request, org: OrgPath, slug: SlugPath, body: schema
     return {"success": True, "outcome": outcome, "agent": _agent_json(stored)}
 
 
-@router.delete("/agents/{org}/{slug}", summary="Delete an agent", response_model=schemas.AgentDeleteOutput,
-               responses={**AUTH_RESPONSES, **_AGENT, **INPUT_RESPONSES, 403: error_response(
-                   "The caller lacks the organization's editor role (admin, for an agent with a `security` block)")})
+@router.delete(
+    "/agents/{org}/{slug}",
+    summary="Delete an agent",
+    response_model=schemas.AgentDeleteOutput,
+    responses={
+        **AUTH_RESPONSES,
+        **_AGENT,
+        **INPUT_RESPONSES,
+        403: error_response(
+            "The caller lacks the organization's editor role (admin, for an agent with a `security` block)"
+        ),
+    },
+)
 async def delete_agent(request: Request, org: OrgPath, slug: SlugPath, caller: CallerDep) -> Any:
     """Remove an agent record (its past runs and deliverables stay). Needs the organization's editor
     role, or its admin role when the agent has a `security` block; audited (`agent.delete`)."""

@@ -27,9 +27,11 @@ router = APIRouter(prefix="/api", tags=["organizations"])
 _User = Annotated[str, Path(min_length=1, max_length=200, description="User name.")]
 RoleName = Literal["viewer", "editor", "admin"]
 
-_ADMIN = {403: error_response("The caller is not an admin of the organization (nor a global admin)"),
-          404: error_response("No such organization (or user, or membership)"),
-          **INPUT_RESPONSES}
+_ADMIN = {
+    403: error_response("The caller is not an admin of the organization (nor a global admin)"),
+    404: error_response("No such organization (or user, or membership)"),
+    **INPUT_RESPONSES,
+}
 
 
 class _Output(BaseModel):
@@ -120,16 +122,24 @@ async def list_orgs(request: Request, caller: CallerDep) -> Any:
     return {"success": True, "organizations": [{**row.to_json(), "role": role} for row, role in rows]}
 
 
-@router.get("/orgs/{org}/members", summary="List an organization's members", response_model=MembersOutput,
-            responses={**AUTH_RESPONSES, **_ADMIN})
+@router.get(
+    "/orgs/{org}/members",
+    summary="List an organization's members",
+    response_model=MembersOutput,
+    responses={**AUTH_RESPONSES, **_ADMIN},
+)
 async def list_members(request: Request, org: OrgPath, caller: CallerDep) -> Any:
     """Every member with its role, admins first (for the organization's admins and global admins)."""
     members = await organizations(request).members(actor(caller), org)
     return {"success": True, "organization": org, "members": [m.to_json() for m in members]}
 
 
-@router.put("/orgs/{org}/members/{user}", summary="Give a user a role in an organization",
-            response_model=MemberGrantOutput, responses={**AUTH_RESPONSES, **_ADMIN})
+@router.put(
+    "/orgs/{org}/members/{user}",
+    summary="Give a user a role in an organization",
+    response_model=MemberGrantOutput,
+    responses={**AUTH_RESPONSES, **_ADMIN},
+)
 async def grant(request: Request, org: OrgPath, user: _User, body: MemberGrant, caller: CallerDep) -> Any:
     """Set the user's role (`viewer`, `editor`, `admin`), replacing the one it had. `outcome` is
     `granted`, `changed` or `unchanged`. The user must exist (`toolagent users add`)."""
@@ -137,8 +147,12 @@ async def grant(request: Request, org: OrgPath, user: _User, body: MemberGrant, 
     return {"success": True, "outcome": outcome, "member": member.to_json()}
 
 
-@router.delete("/orgs/{org}/members/{user}", summary="Remove a user from an organization",
-               response_model=MemberRevokeOutput, responses={**AUTH_RESPONSES, **_ADMIN})
+@router.delete(
+    "/orgs/{org}/members/{user}",
+    summary="Remove a user from an organization",
+    response_model=MemberRevokeOutput,
+    responses={**AUTH_RESPONSES, **_ADMIN},
+)
 async def revoke(request: Request, org: OrgPath, user: _User, caller: CallerDep) -> Any:
     """Take the user's role away. An organization left with no admin is administered by global admins."""
     member = await organizations(request).revoke(actor(caller), org, user)

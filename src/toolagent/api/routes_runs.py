@@ -25,16 +25,22 @@ from ..agents import load_record
 from ..engine.permissions import decide
 from ..errors import DefinitionInvalid, NotFound, PermissionDenied, ToolAgentError, UsageError
 from ..runs import new_run_id, plan_build
-from ..workers.app import submitting
-from ..workers.submit import follow_run, submit_run
+from ..status import RunStatus, StepStatus
 from ..store.owner import Owner, gone
 from ..store.runs import RunRow, StepRow
-from ..status import RunStatus, StepStatus
 from ..tools.bounds import bound_each_result
+from ..workers.app import submitting
+from ..workers.submit import follow_run, submit_run
 from . import schemas
 from .auth import Caller, CallerDep
 from .route_helpers import (
-    AUTH_RESPONSES, INPUT_RESPONSES, OrgPath, SlugPath, error_response, invalid_definition, services,
+    AUTH_RESPONSES,
+    INPUT_RESPONSES,
+    OrgPath,
+    SlugPath,
+    error_response,
+    invalid_definition,
+    services,
 )
 from .services import RUN_CANCEL_GRACE_S, RUN_CANCEL_WAIT_S, Services
 
@@ -67,13 +73,18 @@ async def _visible_run(svc: Services, run_id: str, caller: Caller) -> RunRow:
 async def _run_json(svc: Services, row: RunRow) -> dict[str, Any]:
     steps = await svc.store.runs.get_steps(row.id)
     # Each step's result is stored bounded; together they are bounded like a deliverable.
-    return {**row.to_json(), "steps": bound_each_result([st.to_json() for st in steps],
-                                                        svc.runtime.bounds.max_deliverable_bytes)}
+    return {
+        **row.to_json(),
+        "steps": bound_each_result([st.to_json() for st in steps], svc.runtime.bounds.max_deliverable_bytes),
+    }
 
 
 def _links(run_id: str) -> dict[str, str]:
-    return {"run": f"/api/runs/{run_id}", "events": f"/api/runs/{run_id}/events",
-            "cancel": f"/api/runs/{run_id}/cancel"}
+    return {
+        "run": f"/api/runs/{run_id}",
+        "events": f"/api/runs/{run_id}/events",
+        "cancel": f"/api/runs/{run_id}/cancel",
+    }
 
 
 def _gate_build(svc: Services, caller: Caller, tools: list[str]) -> None:
@@ -92,19 +103,35 @@ def _gate_build(svc: Services, caller: Caller, tools: list[str]) -> None:
         if entry is None:
             return
         key = caller.api_key
-        decision = decide(user=caller.name, level=caller.level, tool=name, risk=entry.risk, category=entry.category,
-                          enabled=entry.enabled, agent_tools=tools, key_id=getattr(key, "id", None),
-                          key_revoked_at=getattr(key, "revoked_at", None), key_scopes=getattr(key, "scopes", None))
+        decision = decide(
+            user=caller.name,
+            level=caller.level,
+            tool=name,
+            risk=entry.risk,
+            category=entry.category,
+            enabled=entry.enabled,
+            agent_tools=tools,
+            key_id=getattr(key, "id", None),
+            key_revoked_at=getattr(key, "revoked_at", None),
+            key_scopes=getattr(key, "scopes", None),
+        )
         if decision.allowed:
             return
         reasons.append(decision.reason or "denied")
     raise PermissionDenied(f"user '{caller.name}' ({caller.level}) may run none of this agent's tools: {reasons[0]}")
 
 
-@router.post("/agents/{org}/{slug}/build", summary="Run an agent's BUILD", response_model=schemas.BuildOutput,
-             responses={202: {"model": schemas.BuildAcceptedOutput,
-                              "description": "`async: true`: recorded and running"},
-                        **INPUT_RESPONSES, **AUTH_RESPONSES, **_AGENT})
+@router.post(
+    "/agents/{org}/{slug}/build",
+    summary="Run an agent's BUILD",
+    response_model=schemas.BuildOutput,
+    responses={
+        202: {"model": schemas.BuildAcceptedOutput, "description": "`async: true`: recorded and running"},
+        **INPUT_RESPONSES,
+        **AUTH_RESPONSES,
+        **_AGENT,
+    },
+)
 async def build(request: Request, org: OrgPath, slug: SlugPath, body: schemas.BuildRequest, caller: CallerDep) -> Any:
     """Run the agent with a BUILD body: `payload` plus optional overrides (`tools`,
     `toolParams`, `toolExecutionMode`, `stopOnError`), `format`, `metadata`. Every step goes through
@@ -126,14 +153,26 @@ async def build(request: Request, org: OrgPath, slug: SlugPath, body: schemas.Bu
     run_id = new_run_id()
     if submitting(getattr(request.app.state, "submit_runs", False)) and not svc.store.db.is_sqlite:
         # To the workers (`toolagent worker`): stored `queued` with its job in one transaction.
-        await submit_run(svc.store, plan, body.payload, caller.principal, api_key=caller.api_key,
-                         metadata=body.metadata, user=caller.user_id, run_id=run_id)
+        await submit_run(
+            svc.store,
+            plan,
+            body.payload,
+            caller.principal,
+            api_key=caller.api_key,
+            metadata=body.metadata,
+            user=caller.user_id,
+            run_id=run_id,
+        )
         if body.async_:
-            return JSONResponse({"success": True, "runId": run_id, "status": RunStatus.QUEUED, "links": _links(run_id)},
-                                status_code=202)
+            return JSONResponse(
+                {"success": True, "runId": run_id, "status": RunStatus.QUEUED, "links": _links(run_id)}, status_code=202
+            )
         row = await follow_run(svc.store, run_id)
-        return {"success": row.status == RunStatus.SUCCESS, "run": await _run_json(svc, row),
-                "deliverable": (await svc.store.runs.get_deliverable(run_id)).to_json()}
+        return {
+            "success": row.status == RunStatus.SUCCESS,
+            "run": await _run_json(svc, row),
+            "deliverable": (await svc.store.runs.get_deliverable(run_id)).to_json(),
+        }
     live = svc.runs.begin(run_id, caller.runner(svc))
     if body.async_:
         await svc.runs.start(svc.task_group, live, plan, body.payload, user=caller.user_id, metadata=body.metadata)
@@ -141,24 +180,36 @@ async def build(request: Request, org: OrgPath, slug: SlugPath, body: schemas.Bu
             row = await svc.store.runs.get_run(run_id)
         except NotFound:
             raise ToolAgentError(f"run {run_id} could not be recorded; see the server log") from None
-        return JSONResponse({"success": True, "runId": run_id, "status": row.status, "links": _links(run_id)},
-                            status_code=202)
+        return JSONResponse(
+            {"success": True, "runId": run_id, "status": row.status, "links": _links(run_id)}, status_code=202
+        )
     outcome = await svc.runs.execute(live, plan, body.payload, user=caller.user_id, metadata=body.metadata)
     row = await svc.store.runs.get_run(run_id)
-    return {"success": outcome.ok, "run": await _run_json(svc, row),
-            "deliverable": (await svc.store.runs.get_deliverable(run_id)).to_json()}
+    return {
+        "success": outcome.ok,
+        "run": await _run_json(svc, row),
+        "deliverable": (await svc.store.runs.get_deliverable(run_id)).to_json(),
+    }
 
 
-@router.get("/runs/{run_id}", summary="Get a run", response_model=schemas.RunOutput,
-            responses={**AUTH_RESPONSES, **_RUN, **INPUT_RESPONSES})
+@router.get(
+    "/runs/{run_id}",
+    summary="Get a run",
+    response_model=schemas.RunOutput,
+    responses={**AUTH_RESPONSES, **_RUN, **INPUT_RESPONSES},
+)
 async def get_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any:
     """A run with its steps (the caller's own; any, for an admin)."""
     svc = services(request)
     return {"success": True, "run": await _run_json(svc, await _visible_run(svc, run_id, caller))}
 
 
-@router.post("/runs/{run_id}/cancel", summary="Cancel a run", response_model=schemas.RunCancelOutput,
-             responses={**AUTH_RESPONSES, **_RUN, 400: error_response("The run is not running")})
+@router.post(
+    "/runs/{run_id}/cancel",
+    summary="Cancel a run",
+    response_model=schemas.RunCancelOutput,
+    responses={**AUTH_RESPONSES, **_RUN, 400: error_response("The run is not running")},
+)
 async def cancel_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any:
     """Cancel a running run of the caller (any, for an admin), in this process or another (a CLI
     build, another API process): its running steps end `cancelled` ("cancelled by <user>"), the
@@ -171,8 +222,13 @@ async def cancel_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any
         # Submitted to the workers, not started: it ends cancelled without starting, its job with it.
         if await svc.store.queue.cancel_queued_run(run_id, caller.name):
             row = await svc.store.runs.get_run(run_id)
-            return {"success": True, "runId": run_id, "status": row.status, "message": "run cancelled before it started",
-                    "run": await _run_json(svc, row)}
+            return {
+                "success": True,
+                "runId": run_id,
+                "status": row.status,
+                "message": "run cancelled before it started",
+                "run": await _run_json(svc, row),
+            }
         row = await svc.store.runs.get_run(run_id)  # a worker claimed it meanwhile
     elif row.status == RunStatus.RUNNING and row.job_id is not None:
         await svc.store.queue.abort_job(run_id)  # on a worker: its job's task is cancelled at once
@@ -194,8 +250,13 @@ async def cancel_run(request: Request, run_id: _RunId, caller: CallerDep) -> Any
         message = "cancellation requested; the run has not stopped yet"
     else:
         message = f"the run ended {row.status} before it could be cancelled"
-    return {"success": True, "runId": run_id, "status": row.status, "message": message,
-            "run": await _run_json(svc, row)}
+    return {
+        "success": True,
+        "runId": run_id,
+        "status": row.status,
+        "message": message,
+        "run": await _run_json(svc, row),
+    }
 
 
 async def _stop_elsewhere(svc: Services, caller: Caller, run_id: str) -> None:
@@ -207,11 +268,20 @@ async def _stop_elsewhere(svc: Services, caller: Caller, run_id: str) -> None:
             await caller.cancel_run(svc, run_id)
 
 
-@router.get("/runs/{run_id}/events", summary="Step progress as server-sent events",
-            response_class=StreamingResponse, responses={
-                200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
-                      "description": "`event: <type>` / `data: <json>` records until `run_finished`"},
-                **AUTH_RESPONSES, **_RUN, **INPUT_RESPONSES})
+@router.get(
+    "/runs/{run_id}/events",
+    summary="Step progress as server-sent events",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": "`event: <type>` / `data: <json>` records until `run_finished`",
+        },
+        **AUTH_RESPONSES,
+        **_RUN,
+        **INPUT_RESPONSES,
+    },
+)
 async def run_events(request: Request, run_id: _RunId, caller: CallerDep) -> StreamingResponse:
     """`text/event-stream` of the run's `run_started`, `step_started`, `step_finished` and, last,
     `run_finished` events; each `data` is JSON (`type`, `runId`, `step` {position, tool, status,
@@ -220,8 +290,11 @@ async def run_events(request: Request, run_id: _RunId, caller: CallerDep) -> Str
     while nothing happens."""
     svc = services(request)
     row = await _visible_run(svc, run_id, caller)
-    return StreamingResponse(_events(svc, row), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(
+        _events(svc, row),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 async def _events(svc: Services, row: RunRow) -> AsyncIterator[str]:
@@ -282,18 +355,28 @@ async def _stored_events(svc: Services, row: RunRow) -> AsyncIterator[str]:
 
 
 def _step_event(step: StepRow) -> dict[str, Any]:
-    return {"position": step.position, "tool": step.tool, "status": step.status, "error": step.error,
-            "durationMs": step.duration_ms}
+    return {
+        "position": step.position,
+        "tool": step.tool,
+        "status": step.status,
+        "error": step.error,
+        "durationMs": step.duration_ms,
+    }
 
 
 def _sse(data: dict[str, Any]) -> str:
     return f"event: {data['type']}\ndata: {json.dumps(data, default=str)}\n\n"
 
 
-@router.get("/deliverables/{deliverable_id}", summary="Get a deliverable", response_model=schemas.DeliverableOutput,
-            responses={**AUTH_RESPONSES, **_RUN, **INPUT_RESPONSES})
+@router.get(
+    "/deliverables/{deliverable_id}",
+    summary="Get a deliverable",
+    response_model=schemas.DeliverableOutput,
+    responses={**AUTH_RESPONSES, **_RUN, **INPUT_RESPONSES},
+)
 async def get_deliverable(
-    request: Request, caller: CallerDep,
+    request: Request,
+    caller: CallerDep,
     deliverable_id: Annotated[str, Path(min_length=1, max_length=100, description="`dlv_...` id, or its run's id.")],
 ) -> Any:
     """A deliverable by its id or its run's id (the caller's own runs; any, for an admin)."""

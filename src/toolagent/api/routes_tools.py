@@ -59,15 +59,24 @@ async def respond(name: str, svc: Services, caller: Caller, inp: Any) -> JSONRes
         data = await p.PROCEDURES[name].run(svc, caller, inp, reply)
     except ToolAgentError as exc:
         code = error_code(exc)
-        return JSONResponse(error_body(code, exc.message, reply.details), status_code=STATUS_BY_CODE.get(code, 500),
-                            headers={**reply.headers, **p.refusal_headers(exc)})
+        return JSONResponse(
+            error_body(code, exc.message, reply.details),
+            status_code=STATUS_BY_CODE.get(code, 500),
+            headers={**reply.headers, **p.refusal_headers(exc)},
+        )
     return JSONResponse(data, status_code=reply.status, headers=reply.headers)
 
 
 def _route(method: str, path: str, name: str, summary: str, responses: dict[Any, Any]) -> Any:
     """Declare a procedure's route: operation id = procedure name, response model = its output."""
-    return router.api_route(path, methods=[method], summary=f"{summary} ({name})", operation_id=name,
-                            response_model=p.PROCEDURES[name].output, responses=responses)
+    return router.api_route(
+        path,
+        methods=[method],
+        summary=f"{summary} ({name})",
+        operation_id=name,
+        response_model=p.PROCEDURES[name].output,
+        responses=responses,
+    )
 
 
 @_route("GET", "", "listTools", "List tools", {**_INPUT, **AUTH_RESPONSES})
@@ -77,12 +86,24 @@ async def list_tools(request: Request, caller: CallerDep, inp: Annotated[p.ListT
     return await _respond("listTools", request, caller, inp)
 
 
-@_route("POST", "/execute", "executeTool", "Execute a tool", {
-    200: {"description": "The tool succeeded", "headers": _RATE_HEADERS},
-    202: {"model": p.ExecuteAcceptedOutput, "description": "`async: true`: started; poll its status",
-          "headers": _RATE_HEADERS},
-    **_INPUT, **AUTH_RESPONSES, **_FOUND, **_EXEC,
-})
+@_route(
+    "POST",
+    "/execute",
+    "executeTool",
+    "Execute a tool",
+    {
+        200: {"description": "The tool succeeded", "headers": _RATE_HEADERS},
+        202: {
+            "model": p.ExecuteAcceptedOutput,
+            "description": "`async: true`: started; poll its status",
+            "headers": _RATE_HEADERS,
+        },
+        **_INPUT,
+        **AUTH_RESPONSES,
+        **_FOUND,
+        **_EXEC,
+    },
+)
 async def execute_tool(request: Request, caller: CallerDep, inp: p.ExecuteToolInput) -> Any:
     """Run one tool as the caller: permission gate (level against risk, API key scope), rate limit
     and budget, then the call bounded by `timeout` (1000..300000 ms). Waits for the result, or with
@@ -106,15 +127,25 @@ async def tool_status(request: Request, executionId: _ExecutionId, caller: Calle
     return await _respond("getToolStatus", request, caller, p.ExecutionIdInput(executionId=executionId))
 
 
-@_route("POST", "/executions/{executionId}/cancel", "cancelToolExecution", "Cancel an execution",
-        {**_INPUT, **AUTH_RESPONSES, **_FOUND})
+@_route(
+    "POST",
+    "/executions/{executionId}/cancel",
+    "cancelToolExecution",
+    "Cancel an execution",
+    {**_INPUT, **AUTH_RESPONSES, **_FOUND},
+)
 async def cancel_execution(request: Request, executionId: _ExecutionId, caller: CallerDep) -> Any:  # noqa: N803
     """Cancel a running execution of the caller (anyone's, for an admin); 400 when it is not running."""
     return await _respond("cancelToolExecution", request, caller, p.ExecutionIdInput(executionId=executionId))
 
 
-@_route("GET", "/history", "getToolHistory", "Execution history",
-        {**_INPUT, **AUTH_RESPONSES, 403: error_response("allUsers/userId asked for by a non-admin")})
+@_route(
+    "GET",
+    "/history",
+    "getToolHistory",
+    "Execution history",
+    {**_INPUT, **AUTH_RESPONSES, 403: error_response("allUsers/userId asked for by a non-admin")},
+)
 async def history(request: Request, caller: CallerDep, inp: Annotated[p.HistoryInput, Query()]) -> Any:
     """A page (limit 1..100, default 50) of the caller's executions, newest first, with statistics
     over everything the filters match."""
@@ -129,7 +160,9 @@ async def metrics(request: Request, caller: CallerDep, inp: Annotated[p.MetricsI
 
 @_route("GET", "/{name:path}", "getToolDetails", "Tool details", {**_INPUT, **AUTH_RESPONSES, **_FOUND})
 async def tool_details(
-    request: Request, name: Annotated[str, Path(max_length=300, description="`server/tool`.")], caller: CallerDep,
+    request: Request,
+    name: Annotated[str, Path(max_length=300, description="`server/tool`.")],
+    caller: CallerDep,
 ) -> Any:
     """One tool: description, input schema, category, risk, its metrics and the caller's own figures."""
     if not name.strip():

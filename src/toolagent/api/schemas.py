@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..agents.models import ExecutionMode
 from ..status import RunStatus, StepStatus
 
-
 # -- requests ------------------------------------------------------------------------------------
 
 
@@ -27,15 +26,19 @@ class BuildRequest(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict, description="Read by templates as `payload.*`.")
     tools: list[str] | None = Field(default=None, description="Replaces the agent's tool list (`namespace/tool` each).")
     toolParams: dict[str, dict[str, Any]] | None = Field(
-        default=None, description="Merged per tool over the agent's own (the request's keys win).")
+        default=None, description="Merged per tool over the agent's own (the request's keys win)."
+    )
     toolExecutionMode: ExecutionMode | None = Field(default=None, description="`sequential` or `parallel`.")
     stopOnError: bool | None = Field(default=None, description="End the run at the first failed step.")
     format: Literal["json", "markdown", "text"] | None = Field(
-        default=None, description="Deliverable format instead of the agent's own.")
+        default=None, description="Deliverable format instead of the agent's own."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Read by templates as `metadata.*`.")
     async_: bool = Field(
-        default=False, alias="async",
-        description="Answer 202 with the run id once the run is recorded; follow `/api/runs/{id}/events`.")
+        default=False,
+        alias="async",
+        description="Answer 202 with the run id once the run is recorded; follow `/api/runs/{id}/events`.",
+    )
 
     def overrides(self) -> dict[str, Any]:
         """The override keys that were given."""
@@ -181,7 +184,8 @@ class DeliverableOut(_Output):
     data: Any = None
     metadata: dict[str, Any] | None = Field(
         default=None,
-        description="toolsExecuted, successfulTools, failedTools, executionMode, stopOnError, toolsUsed, ...")
+        description="toolsExecuted, successfulTools, failedTools, executionMode, stopOnError, toolsUsed, ...",
+    )
     createdAt: str | None = None
 
 

@@ -35,8 +35,13 @@ def event_json(event: RunEvent) -> dict[str, Any]:
         data["status"] = event.status
     if event.step is not None:
         s = event.step
-        data["step"] = {"position": s.position, "tool": s.tool, "status": s.status, "error": s.error,
-                        "durationMs": s.duration_ms}
+        data["step"] = {
+            "position": s.position,
+            "tool": s.tool,
+            "status": s.status,
+            "error": s.error,
+            "durationMs": s.duration_ms,
+        }
     return data
 
 
@@ -122,8 +127,15 @@ class LiveRuns:
         """The live run, if it executes here."""
         return self._runs.get(run_id)
 
-    async def execute(self, live: LiveRun, plan: BuildPlan, payload: Mapping[str, Any], *, user: str,
-                      metadata: Mapping[str, Any] | None) -> RunOutcome:
+    async def execute(
+        self,
+        live: LiveRun,
+        plan: BuildPlan,
+        payload: Mapping[str, Any],
+        *,
+        user: str,
+        metadata: Mapping[str, Any] | None,
+    ) -> RunOutcome:
         """Run to the end, publishing its events; never leaves the run registered."""
 
         async def sink(event: RunEvent) -> None:
@@ -132,16 +144,23 @@ class LiveRuns:
             await self.events.publish(event)
 
         try:
-            return await live.runner.run(plan, payload, user=user, metadata=metadata, run_id=live.run_id,
-                                         on_event=sink)
+            return await live.runner.run(plan, payload, user=user, metadata=metadata, run_id=live.run_id, on_event=sink)
         finally:
             self._runs.pop(live.run_id, None)
             self.events.ended(live.run_id)
             live.started.set()
             live.done.set()
 
-    async def start(self, task_group: anyio.abc.TaskGroup, live: LiveRun, plan: BuildPlan,
-                    payload: Mapping[str, Any], *, user: str, metadata: Mapping[str, Any] | None) -> None:
+    async def start(
+        self,
+        task_group: anyio.abc.TaskGroup,
+        live: LiveRun,
+        plan: BuildPlan,
+        payload: Mapping[str, Any],
+        *,
+        user: str,
+        metadata: Mapping[str, Any] | None,
+    ) -> None:
         """Run in the background; return once the run is recorded (GET /api/runs/{id} finds it)."""
 
         async def background() -> None:

@@ -40,14 +40,28 @@ NAMESPACE = "tools"
 
 #: tRPC's JSON-RPC error numbers (`TRPC_ERROR_CODES_BY_KEY` in @trpc/server).
 TRPC_ERROR_CODES: dict[str, int] = {
-    "PARSE_ERROR": -32700, "BAD_REQUEST": -32600, "INTERNAL_SERVER_ERROR": -32603, "UNAUTHORIZED": -32001,
-    "FORBIDDEN": -32003, "NOT_FOUND": -32004, "METHOD_NOT_SUPPORTED": -32005, "CONFLICT": -32009,
-    "UNSUPPORTED_MEDIA_TYPE": -32015, "TOO_MANY_REQUESTS": -32029,
+    "PARSE_ERROR": -32700,
+    "BAD_REQUEST": -32600,
+    "INTERNAL_SERVER_ERROR": -32603,
+    "UNAUTHORIZED": -32001,
+    "FORBIDDEN": -32003,
+    "NOT_FOUND": -32004,
+    "METHOD_NOT_SUPPORTED": -32005,
+    "CONFLICT": -32009,
+    "UNSUPPORTED_MEDIA_TYPE": -32015,
+    "TOO_MANY_REQUESTS": -32029,
 }
 #: HTTP status of each code (`JSONRPC2_TO_HTTP_CODE`).
 HTTP_STATUS: dict[str, int] = {
-    "PARSE_ERROR": 400, "BAD_REQUEST": 400, "UNAUTHORIZED": 401, "FORBIDDEN": 403, "NOT_FOUND": 404,
-    "METHOD_NOT_SUPPORTED": 405, "CONFLICT": 409, "UNSUPPORTED_MEDIA_TYPE": 415, "TOO_MANY_REQUESTS": 429,
+    "PARSE_ERROR": 400,
+    "BAD_REQUEST": 400,
+    "UNAUTHORIZED": 401,
+    "FORBIDDEN": 403,
+    "NOT_FOUND": 404,
+    "METHOD_NOT_SUPPORTED": 405,
+    "CONFLICT": 409,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "TOO_MANY_REQUESTS": 429,
     "INTERNAL_SERVER_ERROR": 500,
 }
 _METHOD = {"query": "GET", "mutation": "POST"}
@@ -81,7 +95,9 @@ def error_shape(code: str, message: str, path: str | None, **extra: Any) -> dict
     return {"error": {"message": message, "code": TRPC_ERROR_CODES.get(code, -32603), "data": data}}
 
 
-def _failure(code: str, message: str, path: str | None, headers: dict[str, str] | None = None, **extra: Any) -> _Outcome:
+def _failure(
+    code: str, message: str, path: str | None, headers: dict[str, str] | None = None, **extra: Any
+) -> _Outcome:
     return _Outcome(error_shape(code, message, path, **extra), HTTP_STATUS.get(code, 500), dict(headers or {}))
 
 
@@ -110,8 +126,12 @@ async def _call(path: str, method: str, raw: Any, caller: Caller | ToolAgentErro
     if proc is None:
         return _failure("NOT_FOUND", f'No procedure found on path "{path}"', path)
     if method != _METHOD[proc.kind]:
-        return _failure("METHOD_NOT_SUPPORTED", f'Unsupported {method}-request to {proc.kind} procedure at path "{path}"',
-                        path, {"Allow": _METHOD[proc.kind]})
+        return _failure(
+            "METHOD_NOT_SUPPORTED",
+            f'Unsupported {method}-request to {proc.kind} procedure at path "{path}"',
+            path,
+            {"Allow": _METHOD[proc.kind]},
+        )
     if isinstance(caller, ToolAgentError):
         return _failure(error_code(caller), caller.message, path)
     try:
@@ -123,8 +143,9 @@ async def _call(path: str, method: str, raw: Any, caller: Caller | ToolAgentErro
     try:
         data = await proc.run(svc, caller, inp, reply)
     except ToolAgentError as exc:
-        return _failure(error_code(exc), exc.message, path, {**reply.headers, **p.refusal_headers(exc)},
-                        details=reply.details)
+        return _failure(
+            error_code(exc), exc.message, path, {**reply.headers, **p.refusal_headers(exc)}, details=reply.details
+        )
     except Exception:  # noqa: BLE001 - never a stack trace in a response
         log.exception("tRPC procedure %s failed", path)
         return _failure("INTERNAL_SERVER_ERROR", "internal error; see the server log", path)
@@ -177,4 +198,6 @@ async def trpc(request: Request, path: str) -> Response:
     if not batch:
         return JSONResponse(done[0].body, status_code=done[0].status, headers=headers)
     statuses = {o.status for o in done}
-    return JSONResponse([o.body for o in done], status_code=statuses.pop() if len(statuses) == 1 else 207, headers=headers)
+    return JSONResponse(
+        [o.body for o in done], status_code=statuses.pop() if len(statuses) == 1 else 207, headers=headers
+    )

@@ -37,9 +37,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "seed": ("agents", "Upsert seed agent records by (organization, slug); running it twice changes nothing."),
     "build": ("runs", "Run an agent's BUILD: call its tools over MCP and store a deliverable."),
     "demo": ("runs", "Seed demo/supabase-agent and run its BUILD on the embedded demo database (no network needed)."),
-    "serve": ("serve", "Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers."),
+    "serve": (
+        "serve",
+        "Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers.",
+    ),
     "history": ("engine", "Your tool executions, newest first, with statistics over everything the filters match."),
-    "metrics": ("engine", "Tool metrics from the store: per tool, per user, per category, most used, denials, running."),
+    "metrics": (
+        "engine",
+        "Tool metrics from the store: per tool, per user, per category, most used, denials, running.",
+    ),
     "agents": ("agents", "Validate, list, show, store and export agent definitions."),
     "tools": ("tools", "List, inspect and call the tools of the configured MCP servers."),
     "runs": ("runs", "Inspect and cancel BUILD runs."),
@@ -50,8 +56,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "executions": ("engine", "Tool executions: running ones, one in full, cancel, prune."),
     "audit": ("audit", "Verify, export and list the audit log."),
     "sql": ("sql", "Check SQL with the guard the runner and the Supabase server use."),
-    "worker": ("worker", "Run submitted BUILD runs and async tool calls until SIGTERM (needs a PostgreSQL store and "
-               "the workers extra)."),
+    "worker": (
+        "worker",
+        "Run submitted BUILD runs and async tool calls until SIGTERM (needs a PostgreSQL store and the workers extra).",
+    ),
     "queue": ("worker", "Jobs per queue and status, the live workers, and the newest jobs (PostgreSQL)."),
 }
 
@@ -137,14 +145,18 @@ class RootGroup(TyperGroup):
             name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
             if name not in self.commands:
                 command = typer.main.get_command_from_info(
-                    info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode)
+                    info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
+                )
                 add_global_options(command, self._globals())
                 self.commands[name] = command
         for group_info in app.registered_groups:
             if group_info.name and group_info.name not in self.commands:
                 group = typer.main.get_group_from_info(
-                    group_info, pretty_exceptions_short=app.pretty_exceptions_short,
-                    rich_markup_mode=app.rich_markup_mode, suggest_commands=app.suggest_commands)
+                    group_info,
+                    pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=app.rich_markup_mode,
+                    suggest_commands=app.suggest_commands,
+                )
                 add_global_options(group, self._globals())
                 self.commands[group_info.name] = group
 
@@ -202,7 +214,11 @@ state = Globals()
 @app.callback()
 def _global_options(
     db: str | None = typer.Option(
-        None, "--db", envvar="TOOLAGENT_DATABASE_URL", show_envvar=True, metavar="URL|FILE",
+        None,
+        "--db",
+        envvar="TOOLAGENT_DATABASE_URL",
+        show_envvar=True,
+        metavar="URL|FILE",
         help="The store: a file path (./x.db), sqlite+aiosqlite:///PATH or postgresql://USER@HOST/DB. In a "
         "sqlite URL, three slashes and a relative path (sqlite:///x.db) is relative to the working directory; "
         "four slashes (sqlite:////var/x.db) is absolute. Default: ./.toolagent/toolagent.db.",
@@ -210,11 +226,19 @@ def _global_options(
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors, and debug logs."),
     servers: str | None = typer.Option(
-        None, "--servers", envvar="TOOLAGENT_MCP_CONFIG", show_envvar=True, metavar="FILE",
+        None,
+        "--servers",
+        envvar="TOOLAGENT_MCP_CONFIG",
+        show_envvar=True,
+        metavar="FILE",
         help="The MCP server config (an mcpServers JSON file). Default: ./mcp.json.",
     ),
     user: str | None = typer.Option(
-        None, "--user", envvar="TOOLAGENT_USER", show_envvar=True, metavar="NAME",
+        None,
+        "--user",
+        envvar="TOOLAGENT_USER",
+        show_envvar=True,
+        metavar="NAME",
         help="Act as this user. Default: the local user.",
     ),
 ) -> None:
@@ -235,8 +259,9 @@ def _configure_logging() -> None:
     # commands report denials and failures themselves, so the engine's lifecycle lines would say
     # it twice: they come when asked for with a level (or --debug), with their execution's context.
     try:
-        configure_logging(level="DEBUG" if state.debug else None,
-                          lifecycle=state.debug or bool(Settings.from_env().log_level))
+        configure_logging(
+            level="DEBUG" if state.debug else None, lifecycle=state.debug or bool(Settings.from_env().log_level)
+        )
         state.logging_ready = True
     except ToolAgentError as exc:
         fail(exc.message, exc.exit_code)

@@ -36,8 +36,7 @@ def check_payload(agent_ref: str, steps: Any, payload: Mapping[str, Any] | None)
         return
     example = json.dumps({**given, **{name: "..." for name in missing}})
     reads = "; ".join(f"payload.{name} ({', '.join(dict.fromkeys(tools))})" for name, tools in missing.items())
-    raise UsageError(f"agent '{agent_ref}' reads {reads}, which the payload does not set: pass it with "
-                     f"-p '{example}'")
+    raise UsageError(f"agent '{agent_ref}' reads {reads}, which the payload does not set: pass it with -p '{example}'")
 
 
 __all__ = ["check_payload", "payload_fields"]

@@ -64,8 +64,10 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width
     natural = [max([len(c.header), *(_cell_width(str(r[i]), markup) for r in rows)]) for i, c in enumerate(columns)]
     shown = list(range(len(columns)))
 
-    words = [max([_longest_word(c.header, False), *(_longest_word(str(r[i]), markup) for r in rows)])
-             for i, c in enumerate(columns)]
+    words = [
+        max([_longest_word(c.header, False), *(_longest_word(str(r[i]), markup) for r in rows)])
+        for i, c in enumerate(columns)
+    ]
 
     def minimum(i: int) -> int:
         if columns[i].keep:
@@ -90,8 +92,13 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for i in shown:
         column = columns[i]
-        table.add_column(column.header, width=widths[i], justify=column.justify,  # type: ignore[arg-type]
-                         no_wrap=column.keep, overflow="fold")
+        table.add_column(
+            column.header,
+            width=widths[i],
+            justify=column.justify,  # type: ignore[arg-type]
+            no_wrap=column.keep,
+            overflow="fold",
+        )
     for row in rows:
         table.add_row(*(row[i] if markup else Text(str(row[i])) for i in shown))
     return table

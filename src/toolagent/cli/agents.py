@@ -13,8 +13,8 @@ from rich.markup import escape
 from ..agents import DEFAULT_ORG, LoadedAgent, definition_json_schema, load_path, load_record
 from ..engine.ownership import Actor
 from ..errors import DefinitionInvalid
-from ._tables import Column, fitted_table
 from ._app import EXIT_FAILED, EXIT_USAGE, app, emit_json, err, fail, out, run, state
+from ._tables import Column, fitted_table
 
 agents_app = typer.Typer(help="Validate, list, show, store and export agent definitions.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
@@ -72,19 +72,43 @@ def list_agents(org: str | None = typer.Option(None, "--org", help="Only this or
             try:
                 rows.append({**_summary(load_record(rec)), "valid": True})
             except DefinitionInvalid as exc:
-                rows.append({"ref": rec.ref, "display_name": rec.display_name, "version": rec.version,
-                             "status": rec.status, "valid": False, "error": exc.message})
+                rows.append(
+                    {
+                        "ref": rec.ref,
+                        "display_name": rec.display_name,
+                        "version": rec.version,
+                        "status": rec.status,
+                        "valid": False,
+                        "error": exc.message,
+                    }
+                )
         if state.json:
             emit_json(rows)
             return
         if not rows:
             err.print("no agents stored yet: run `toolagent seed` to add the demo agent")
             return
-        columns = (Column("agent", keep=True), Column("name", drop=1), Column("version", drop=3), Column("status"),
-                   Column("mode", drop=2), Column("tools", keep=True))
-        cells = [(escape(r["ref"]), escape(r["display_name"]), escape(r["version"] or ""), escape(r["status"]),
-                  r.get("mode", ""), "\n".join(escape(t) for t in r["tools"]) if r.get("valid")
-                  else f"[red]invalid:[/] {escape(r['error'])}") for r in rows]
+        columns = (
+            Column("agent", keep=True),
+            Column("name", drop=1),
+            Column("version", drop=3),
+            Column("status"),
+            Column("mode", drop=2),
+            Column("tools", keep=True),
+        )
+        cells = [
+            (
+                escape(r["ref"]),
+                escape(r["display_name"]),
+                escape(r["version"] or ""),
+                escape(r["status"]),
+                r.get("mode", ""),
+                "\n".join(escape(t) for t in r["tools"])
+                if r.get("valid")
+                else f"[red]invalid:[/] {escape(r['error'])}",
+            )
+            for r in rows
+        ]
         out.print(fitted_table(columns, cells, out.width))
 
     run(body)
@@ -112,7 +136,9 @@ def show(ref: str = typer.Argument(..., help="ORG/SLUG of a stored agent, or a p
 
 
 @agents_app.command("validate")
-def validate(paths: list[Path] = typer.Argument(..., help="Agent files (YAML definitions, seed JSON records).")) -> None:
+def validate(
+    paths: list[Path] = typer.Argument(..., help="Agent files (YAML definitions, seed JSON records)."),
+) -> None:
     """Validate agent files; report every error of every file. Exit 0 all valid, 1 any invalid."""
     results = []
     for path in paths:
@@ -120,7 +146,9 @@ def validate(paths: list[Path] = typer.Argument(..., help="Agent files (YAML def
             loaded = load_path(path)
             results.append({"path": str(path), "valid": True, "agents": [a.ref for a in loaded], "errors": []})
         except DefinitionInvalid as exc:
-            results.append({"path": str(path), "valid": False, "agents": [], "errors": [p.to_dict() for p in exc.problems]})
+            results.append(
+                {"path": str(path), "valid": False, "agents": [], "errors": [p.to_dict() for p in exc.problems]}
+            )
     bad = [r for r in results if not r["valid"]]
     if state.json:
         emit_json(results)
@@ -203,4 +231,3 @@ def seed(
 
 
 __all__ = ["agents_app", "normalized", "operator", "resolve_agent"]
-

@@ -15,11 +15,13 @@ from ..engine.audit_chain import AuditVerification, check_records
 from ..engine.audit_key import audit_key, parse_head, sign_head
 from ..errors import UsageError
 from ..store import open_store
-from ._tables import Column, fitted_table
 from ._app import EXIT_FAILED, EXIT_OK, app, emit_json, err, out, run, state
+from ._tables import Column, fitted_table
 
-UNKEYED_NOTE = ("note: the audit chain is unkeyed (no TOOLAGENT_AUDIT_KEY): anyone who can write the store "
-                "can rewrite it undetected")
+UNKEYED_NOTE = (
+    "note: the audit chain is unkeyed (no TOOLAGENT_AUDIT_KEY): anyone who can write the store "
+    "can rewrite it undetected"
+)
 
 audit_app = typer.Typer(help="Verify, export and list the audit log.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
@@ -31,7 +33,9 @@ def _parse_since(value: str | None) -> datetime | None:
     try:
         since = datetime.fromisoformat(value)
     except ValueError:
-        raise UsageError(f"--since {value!r} is not an ISO date or time: use e.g. 2025-01-31 or 2025-01-31T12:00:00Z") from None
+        raise UsageError(
+            f"--since {value!r} is not an ISO date or time: use e.g. 2025-01-31 or 2025-01-31T12:00:00Z"
+        ) from None
     return since if since.tzinfo is not None else since.replace(tzinfo=UTC)
 
 
@@ -46,8 +50,10 @@ def _report(result: AuditVerification) -> int:
     if result.ok:
         out.print(f"ok: {result.rows_checked} rows, chain head {result.head_seq} {result.head_hash}", markup=False)
     else:
-        err.print(f"[bold red]audit log tampered:[/] first bad row {result.first_bad_seq}: {escape(result.reason or '')}",
-                  markup=True)
+        err.print(
+            f"[bold red]audit log tampered:[/] first bad row {result.first_bad_seq}: {escape(result.reason or '')}",
+            markup=True,
+        )
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
@@ -69,10 +75,15 @@ def _read_export(path: str) -> list[dict[str, object]]:
 @audit_app.command("verify")
 def verify(
     file: str | None = typer.Option(
-        None, "--file", "-f", help="Check an exported JSONL file (or - for stdin) instead of the store.",
+        None,
+        "--file",
+        "-f",
+        help="Check an exported JSONL file (or - for stdin) instead of the store.",
     ),
     head: str | None = typer.Option(
-        None, "--head", help="Also check a signed head written by `audit export-head` (needs the audit key).",
+        None,
+        "--head",
+        help="Also check a signed head written by `audit export-head` (needs the audit key).",
     ),
 ) -> None:
     """Check every row's hash and link and the chain head. Exit 0 intact, 1 tampered (first bad row named),
@@ -90,8 +101,13 @@ def verify(
                 raise UsageError(f"--head: cannot read {head}: {exc.strerror}") from exc
             pinned = parse_head(text, head)
             if not pinned.valid(key):
-                return AuditVerification(False, 0, pinned.seq, f"the head file {head} is not signed with this audit "
-                                         "key (forged or changed, or a different key)", keyed=True)
+                return AuditVerification(
+                    False,
+                    0,
+                    pinned.seq,
+                    f"the head file {head} is not signed with this audit key (forged or changed, or a different key)",
+                    keyed=True,
+                )
         if file is not None:
             result = check_records(_read_export(file), key=key)
             rows = {}  # an export is checked for the pinned head by its last row only
@@ -105,11 +121,16 @@ def verify(
         if pinned is None or pinned.seq == 0 or not result.ok:
             return result  # a head pinned on an empty log holds nothing to find
         if result.head_seq < pinned.seq or rows.get(pinned.seq) is None:
-            return _pinned_bad(result, pinned.seq, f"the log ends at row {result.head_seq} but the exported head is "
-                                                    f"row {pinned.seq} (rows were deleted from the end)")
+            return _pinned_bad(
+                result,
+                pinned.seq,
+                f"the log ends at row {result.head_seq} but the exported head is "
+                f"row {pinned.seq} (rows were deleted from the end)",
+            )
         if rows[pinned.seq] != pinned.hash:
-            return _pinned_bad(result, pinned.seq, f"row {pinned.seq} does not match the exported head's hash "
-                                                    "(the log was rewritten)")
+            return _pinned_bad(
+                result, pinned.seq, f"row {pinned.seq} does not match the exported head's hash (the log was rewritten)"
+            )
         return result
 
     raise typer.Exit(_report(run(body)))
@@ -151,7 +172,9 @@ def export_head(
 @audit_app.command("export")
 def export(
     output: str = typer.Option("-", "--output", "-o", help="File to write, or - for stdout."),
-    since: str | None = typer.Option(None, "--since", help="Only rows recorded at or after this ISO time (UTC if no zone)."),
+    since: str | None = typer.Option(
+        None, "--since", help="Only rows recorded at or after this ISO time (UTC if no zone)."
+    ),
 ) -> None:
     """Write the audit log as JSON lines: every hashed field plus the row's hash."""
 
@@ -183,12 +206,31 @@ def list_rows(
         if state.json:
             emit_json([r.to_json() for r in rows])
             return
-        columns = (Column("seq", justify="right"), Column("recorded", drop=2), Column("event"),
-                   Column("principal", drop=3), Column("tool", keep=True), Column("decision", drop=4), Column("outcome"),
-                   Column("ms", justify="right", drop=5), Column("reason", drop=1))
-        cells = [(str(r.seq), r.recorded_at.strftime("%Y-%m-%d %H:%M:%S"), r.event, r.principal or "", r.tool or "",
-                  r.decision or "", r.outcome or "", f"{r.duration_ms:.0f}" if r.duration_ms is not None else "",
-                  (r.reason or "")[:80]) for r in rows]
+        columns = (
+            Column("seq", justify="right"),
+            Column("recorded", drop=2),
+            Column("event"),
+            Column("principal", drop=3),
+            Column("tool", keep=True),
+            Column("decision", drop=4),
+            Column("outcome"),
+            Column("ms", justify="right", drop=5),
+            Column("reason", drop=1),
+        )
+        cells = [
+            (
+                str(r.seq),
+                r.recorded_at.strftime("%Y-%m-%d %H:%M:%S"),
+                r.event,
+                r.principal or "",
+                r.tool or "",
+                r.decision or "",
+                r.outcome or "",
+                f"{r.duration_ms:.0f}" if r.duration_ms is not None else "",
+                (r.reason or "")[:80],
+            )
+            for r in rows
+        ]
         out.print(fitted_table(columns, cells, out.width, markup=False))
 
     run(body)

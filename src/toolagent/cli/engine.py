@@ -42,7 +42,9 @@ def parse_time(value: str | None, option: str, *, end_of_day: bool = False) -> d
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
-        raise UsageError(f"{option} {value!r} is not an ISO date or time: use e.g. 2025-01-31 or 2025-01-31T12:00:00Z") from None
+        raise UsageError(
+            f"{option} {value!r} is not an ISO date or time: use e.g. 2025-01-31 or 2025-01-31T12:00:00Z"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     if end_of_day and len(value) == 10:
@@ -55,9 +57,13 @@ def parse_time(value: str | None, option: str, *, end_of_day: bool = False) -> d
 
 def _print_execution(e: Execution) -> None:
     out.print(f"[bold]{escape(e.id)}[/] {escape(e.tool)} ({e.category}, risk {e.risk}): {e.status}", markup=True)
-    out.print(f"  user {e.user} ({e.level or '?'})" + (f", key {e.api_key_id}" if e.api_key_id else "")
-              + (f", run {e.run_id}" if e.run_id else "") + (f", session {e.session_id}" if e.session_id else ""),
-              markup=False)
+    out.print(
+        f"  user {e.user} ({e.level or '?'})"
+        + (f", key {e.api_key_id}" if e.api_key_id else "")
+        + (f", run {e.run_id}" if e.run_id else "")
+        + (f", session {e.session_id}" if e.session_id else ""),
+        markup=False,
+    )
     took = f"{e.duration_ms:.0f} ms" if e.duration_ms is not None else "running"
     out.print(f"  started {time_cell(e.started_at)}, {took}, timeout {e.timeout_ms} ms", markup=False)
     for label, value in (("reason", e.reason), ("error", e.error), ("cancel requested by", e.cancel_requested_by)):
@@ -114,9 +120,16 @@ def executions_cancel(
             me = await engine.principals.resolve_cli_user(state.user)
             e = await engine.cancel(execution_id, me, wait_s=wait_s)
         if state.json:
-            emit_json({"success": e.status != ExecutionStatus.RUNNING, "executionId": e.id, "status": e.status, "reason": e.reason,
-                       "message": f"execution {e.id} {'is ' + e.status if e.status != ExecutionStatus.RUNNING else 'asked to cancel'}",
-                       "timestamp": datetime.now(UTC).isoformat()})
+            emit_json(
+                {
+                    "success": e.status != ExecutionStatus.RUNNING,
+                    "executionId": e.id,
+                    "status": e.status,
+                    "reason": e.reason,
+                    "message": f"execution {e.id} {'is ' + e.status if e.status != ExecutionStatus.RUNNING else 'asked to cancel'}",
+                    "timestamp": datetime.now(UTC).isoformat(),
+                }
+            )
         elif e.status == ExecutionStatus.RUNNING:
             err.print(f"asked {e.id} to cancel; its process has not stopped it yet", markup=False)
         else:
@@ -129,7 +142,11 @@ def executions_cancel(
 @executions_app.command("prune")
 def executions_prune(
     older_than_days: int | None = typer.Option(
-        None, "--older-than-days", min=0, max=MAX_PRUNE_DAYS, help="Delete executions that ended this many days ago. Default: retention_days.",
+        None,
+        "--older-than-days",
+        min=0,
+        max=MAX_PRUNE_DAYS,
+        help="Delete executions that ended this many days ago. Default: retention_days.",
     ),
 ) -> None:
     """Delete old finished executions (running ones are kept)."""
@@ -164,8 +181,14 @@ def history(
 
     async def body() -> None:
         query = HistoryQuery(
-            tool=tool, category=category, status=status, since=parse_time(since, "--since"),
-            until=parse_time(until, "--until", end_of_day=True), limit=limit, offset=offset, all_users=all_users,
+            tool=tool,
+            category=category,
+            status=status,
+            since=parse_time(since, "--since"),
+            until=parse_time(until, "--until", end_of_day=True),
+            limit=limit,
+            offset=offset,
+            all_users=all_users,
             user=user,
         )
         async with open_engine() as engine:
@@ -174,16 +197,35 @@ def history(
         if state.json:
             emit_json(page.to_json())
             return
-        columns = (Column("execution", keep=True), Column("tool", keep=True), Column("user", drop=2),
-                   Column("status"), Column("started", drop=3), Column("ms", justify="right", drop=1),
-                   Column("reason / error", drop=4))
-        cells = [(e.id, e.tool, e.user, e.status, time_cell(e.started_at), _ms(e.duration_ms), (e.reason or e.error or "")[:80])
-                 for e in page.executions]
+        columns = (
+            Column("execution", keep=True),
+            Column("tool", keep=True),
+            Column("user", drop=2),
+            Column("status"),
+            Column("started", drop=3),
+            Column("ms", justify="right", drop=1),
+            Column("reason / error", drop=4),
+        )
+        cells = [
+            (
+                e.id,
+                e.tool,
+                e.user,
+                e.status,
+                time_cell(e.started_at),
+                _ms(e.duration_ms),
+                (e.reason or e.error or "")[:80],
+            )
+            for e in page.executions
+        ]
         out.print(fitted_table(columns, cells, out.width, markup=False))
         s = page.stats
-        err.print(f"{len(page.executions)} of {page.total_count} (offset {page.offset}); success {s.success}, "
-                  f"failed {s.failed} (denied {s.denied}), cancelled {s.cancelled}, running {s.running}; "
-                  f"average {s.average_ms:.0f} ms", markup=False)
+        err.print(
+            f"{len(page.executions)} of {page.total_count} (offset {page.offset}); success {s.success}, "
+            f"failed {s.failed} (denied {s.denied}), cancelled {s.cancelled}, running {s.running}; "
+            f"average {s.average_ms:.0f} ms",
+            markup=False,
+        )
 
     run(body)
 
@@ -208,22 +250,63 @@ def metrics(
             emit_json(snap.to_json())
             return
         number = {"justify": "right"}
-        columns = (Column("tool", keep=True), Column("category", drop=2), Column("calls", **number),
-                   Column("ok", **number), Column("failed", **number), Column("cancelled", drop=3, **number),
-                   Column("avg ms", **number), Column("p50 ms", drop=4, **number), Column("p95 ms", drop=5, **number),
-                   Column("last", drop=1))
-        cells = [(t.tool, t.category, str(t.invocations), str(t.successes), str(t.failures), str(t.cancelled),
-                  _ms(t.average_ms), _ms(t.p50_ms), _ms(t.p95_ms), time_cell(t.last_invoked)) for t in snap.tools]
+        columns = (
+            Column("tool", keep=True),
+            Column("category", drop=2),
+            Column("calls", **number),
+            Column("ok", **number),
+            Column("failed", **number),
+            Column("cancelled", drop=3, **number),
+            Column("avg ms", **number),
+            Column("p50 ms", drop=4, **number),
+            Column("p95 ms", drop=5, **number),
+            Column("last", drop=1),
+        )
+        cells = [
+            (
+                t.tool,
+                t.category,
+                str(t.invocations),
+                str(t.successes),
+                str(t.failures),
+                str(t.cancelled),
+                _ms(t.average_ms),
+                _ms(t.p50_ms),
+                _ms(t.p95_ms),
+                time_cell(t.last_invoked),
+            )
+            for t in snap.tools
+        ]
         out.print(fitted_table(columns, cells, out.width, markup=False))
         if snap.users:
-            user_columns = (Column("user", keep=True), Column("total", **number), Column("ok", **number),
-                            Column("failed", **number), Column("cancelled", **number), Column("denied", **number),
-                            Column("avg ms", **number))
-            user_cells = [(u.user, str(u.total), str(u.success), str(u.failed), str(u.cancelled), str(u.denied),
-                           _ms(u.average_ms)) for u in snap.users]
+            user_columns = (
+                Column("user", keep=True),
+                Column("total", **number),
+                Column("ok", **number),
+                Column("failed", **number),
+                Column("cancelled", **number),
+                Column("denied", **number),
+                Column("avg ms", **number),
+            )
+            user_cells = [
+                (
+                    u.user,
+                    str(u.total),
+                    str(u.success),
+                    str(u.failed),
+                    str(u.cancelled),
+                    str(u.denied),
+                    _ms(u.average_ms),
+                )
+                for u in snap.users
+            ]
             out.print(fitted_table(user_columns, user_cells, out.width, markup=False))
         if snap.denials:
-            out.print("denials: " + ", ".join(f"{d.tool} {d.reason} x{d.count}" for d in snap.denials), markup=False, soft_wrap=False)
+            out.print(
+                "denials: " + ", ".join(f"{d.tool} {d.reason} x{d.count}" for d in snap.denials),
+                markup=False,
+                soft_wrap=False,
+            )
         if snap.most_used:
             out.print("most used: " + ", ".join(f"{n} ({c})" for n, c in snap.most_used), markup=False, soft_wrap=False)
         out.print(f"running now: {snap.active}", markup=False)

@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 
 from ..engine.ownership import ROLES
-from ._tables import Column, fitted_table, time_cell
 from ._app import app, emit_json, out, run, state
+from ._tables import Column, fitted_table, time_cell
 from .agents import operator
 
 orgs_app = typer.Typer(help="Organizations: list them and their members, grant and revoke roles.", no_args_is_help=True)
@@ -36,10 +36,25 @@ def orgs_list() -> None:
         if not rows:
             out.print("no organizations yet: `toolagent seed` stores the demo agent in 'demo'", markup=False)
             return
-        columns = (Column("organization", keep=True), Column("agents", justify="right"), Column("members", justify="right"),
-                   Column("admins", justify="right"), Column("created", drop=1), Column("by", drop=2))
-        cells = [(escape(r.slug), str(r.agents), str(r.members), str(r.admins) if r.admins else "0 (global admins)",
-                  time_cell(r.created_at), escape(r.created_by or "")) for r in rows]
+        columns = (
+            Column("organization", keep=True),
+            Column("agents", justify="right"),
+            Column("members", justify="right"),
+            Column("admins", justify="right"),
+            Column("created", drop=1),
+            Column("by", drop=2),
+        )
+        cells = [
+            (
+                escape(r.slug),
+                str(r.agents),
+                str(r.members),
+                str(r.admins) if r.admins else "0 (global admins)",
+                time_cell(r.created_at),
+                escape(r.created_by or ""),
+            )
+            for r in rows
+        ]
         out.print(fitted_table(columns, cells, out.width))
 
     run(body)
@@ -58,10 +73,18 @@ def orgs_members(org: str = typer.Argument(..., help="Organization slug, e.g. de
             emit_json([m.to_json() for m in members])
             return
         if not members:
-            out.print(f"'{org}' has no members: only global admins (level admin) change its agents; "
-                      f"grant a role with `toolagent orgs grant {org} USER --role editor`", markup=False)
+            out.print(
+                f"'{org}' has no members: only global admins (level admin) change its agents; "
+                f"grant a role with `toolagent orgs grant {org} USER --role editor`",
+                markup=False,
+            )
             return
-        columns = (Column("user", keep=True), Column("role", keep=True), Column("granted", drop=1), Column("by", drop=2))
+        columns = (
+            Column("user", keep=True),
+            Column("role", keep=True),
+            Column("granted", drop=1),
+            Column("by", drop=2),
+        )
         cells = [(escape(m.user), m.role, time_cell(m.granted_at), escape(m.granted_by or "")) for m in members]
         out.print(fitted_table(columns, cells, out.width))
 

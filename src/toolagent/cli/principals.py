@@ -29,7 +29,9 @@ _PLANS_HELP = ", ".join(PLANS)
 @users_app.command("add")
 def users_add(
     name: str = typer.Argument(..., help="User name."),
-    level: str | None = typer.Option(None, "--level", "-l", help=f"Permission level: {_LEVELS_HELP}. Default: the plan's."),
+    level: str | None = typer.Option(
+        None, "--level", "-l", help=f"Permission level: {_LEVELS_HELP}. Default: the plan's."
+    ),
     plan: str = typer.Option("free", "--plan", "-p", help=f"Plan: {_PLANS_HELP}."),
 ) -> None:
     """Add a user."""
@@ -124,7 +126,10 @@ def users_set_plan(
 def keys_create(
     user: str = typer.Option(..., "--user", "-u", help="The user the key acts for."),
     scope: list[str] = typer.Option(
-        [], "--scope", "-s", help="Scope, repeatable: `*` (default), `agent:execute:*` or `agent:execute:CATEGORY`.",
+        [],
+        "--scope",
+        "-s",
+        help="Scope, repeatable: `*` (default), `agent:execute:*` or `agent:execute:CATEGORY`.",
     ),
     label: str | None = typer.Option(None, "--label", help="A name to recognize the key by."),
 ) -> None:
@@ -152,10 +157,27 @@ def keys_list(user: str | None = typer.Option(None, "--user", "-u", help="Only t
         if state.json:
             emit_json([k.to_json() for k in keys])
             return
-        columns = (Column("id", keep=True), Column("user", keep=True), Column("prefix", keep=True, drop=2),
-                   Column("scopes"), Column("created", drop=3), Column("revoked"), Column("label", drop=1))
-        cells = [(k.id, k.user, k.prefix + "…", " ".join(k.scopes), time_cell(k.created_at), time_cell(k.revoked_at), k.label or "")
-                 for k in keys]
+        columns = (
+            Column("id", keep=True),
+            Column("user", keep=True),
+            Column("prefix", keep=True, drop=2),
+            Column("scopes"),
+            Column("created", drop=3),
+            Column("revoked"),
+            Column("label", drop=1),
+        )
+        cells = [
+            (
+                k.id,
+                k.user,
+                k.prefix + "…",
+                " ".join(k.scopes),
+                time_cell(k.created_at),
+                time_cell(k.revoked_at),
+                k.label or "",
+            )
+            for k in keys
+        ]
         out.print(fitted_table(columns, cells, out.width, markup=False))
 
     run(body)

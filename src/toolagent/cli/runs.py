@@ -17,13 +17,13 @@ from ..data import demo_payload_file
 from ..engine import EngineConfig
 from ..errors import NotFound, UsageError
 from ..mcp.config import ServersConfig
+from ..runtime import Runtime
+from ..status import RunStatus, StepStatus
 from ..store import open_store
+from ..tools.base import CallContext
+from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, run, state
 from ._hints import check_payload
 from ._tables import Column, fitted_table
-from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, run, state
-from ..runtime import Runtime
-from ..tools.base import CallContext
-from ..status import RunStatus, StepStatus
 from .tools import cli_runtime, namespaces_of
 from .worker import submit_build, submit_wanted
 
@@ -37,15 +37,22 @@ app.add_typer(deliverables_app, name="deliverables")
 
 #: How often `runs cancel` looks at the run while it waits for it to stop.
 CANCEL_POLL_S = 0.15
-_MARKS = {StepStatus.SUCCESS: "[green]✓[/]", StepStatus.FAILED: "[red]✗[/]", StepStatus.DENIED: "[red]⊘[/]",
-          StepStatus.SKIPPED: "[yellow]-[/]", StepStatus.CANCELLED: "[yellow]⊗[/]"}
+_MARKS = {
+    StepStatus.SUCCESS: "[green]✓[/]",
+    StepStatus.FAILED: "[red]✗[/]",
+    StepStatus.DENIED: "[red]⊘[/]",
+    StepStatus.SKIPPED: "[yellow]-[/]",
+    StepStatus.CANCELLED: "[yellow]⊗[/]",
+}
 
 
 def _progress(event: RunEvent) -> None:
     """Live step progress on stderr (a terminal only), so stdout stays the deliverable."""
     step = event.step
     if event.kind == "run_started":
-        err.print(f"[dim]run {event.run_id} started; stop it with: toolagent runs cancel {event.run_id}[/]", markup=True)
+        err.print(
+            f"[dim]run {event.run_id} started; stop it with: toolagent runs cancel {event.run_id}[/]", markup=True
+        )
     elif event.kind == "step_started" and step is not None:
         err.print(f"[dim]…[/] {step.tool}", markup=True)
     elif event.kind == "step_finished" and step is not None:
@@ -55,8 +62,16 @@ def _progress(event: RunEvent) -> None:
         err.print(f"{mark} {step.tool} [dim]{took}[/]{why}", markup=True)
 
 
-async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, *, seed_first: bool = False,
-                 submit: bool = False, wait: bool = False) -> int:
+async def _build(
+    agent_ref: str,
+    payload: Any,
+    overrides: Any,
+    fmt: str | None,
+    *,
+    seed_first: bool = False,
+    submit: bool = False,
+    wait: bool = False,
+) -> int:
     if payload is not None and not isinstance(payload, dict):
         raise UsageError("--payload must be a JSON object")
     if overrides is not None and not isinstance(overrides, dict):
@@ -77,8 +92,14 @@ async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, 
         check_payload(plan.agent_ref, plan.steps, payload)
         if submit_wanted(submit):
             # To the workers instead (PostgreSQL): see `cli/worker.py`.
-            code = await submit_build(store, plan, payload, explicit=submit, wait=wait,
-                                      progress=_progress if is_tty() or not state.json else None)
+            code = await submit_build(
+                store,
+                plan,
+                payload,
+                explicit=submit,
+                wait=wait,
+                progress=_progress if is_tty() or not state.json else None,
+            )
             if code is not None:
                 return code
         async with cli_runtime(config, store=store) as (runtime, principal):
@@ -89,13 +110,28 @@ async def _build(agent_ref: str, payload: Any, overrides: Any, fmt: str | None, 
             outcome = await runner.run(plan, payload, on_event=_progress if is_tty() or not state.json else None)
     d = outcome.deliverable
     if state.json:
-        emit_json({"runId": outcome.run_id, "status": outcome.status, "deliverableId": d["id"], "deliverable": {
-            "id": d["id"], "format": d["format"], "type": d["type"], "metadata": d["metadata"], "data": d["data"]}})
+        emit_json(
+            {
+                "runId": outcome.run_id,
+                "status": outcome.status,
+                "deliverableId": d["id"],
+                "deliverable": {
+                    "id": d["id"],
+                    "format": d["format"],
+                    "type": d["type"],
+                    "metadata": d["metadata"],
+                    "data": d["data"],
+                },
+            }
+        )
     else:
         print(d["content"], end="" if d["content"].endswith("\n") else "\n")
         colour = "green" if outcome.ok else "red"
-        err.print(f"[{colour}]run {outcome.run_id}: {outcome.status}[/] — deliverable {d['id']}"
-                  + (f" — {outcome.error}" if outcome.error else ""), markup=True)
+        err.print(
+            f"[{colour}]run {outcome.run_id}: {outcome.status}[/] — deliverable {d['id']}"
+            + (f" — {outcome.error}" if outcome.error else ""),
+            markup=True,
+        )
     return 0 if outcome.ok else EXIT_FAILED
 
 
@@ -104,12 +140,18 @@ def build(
     agent: str = typer.Argument(..., help="ORG/SLUG of a stored agent, or a path to an agent YAML/JSON file."),
     payload: str | None = typer.Option(None, "--payload", "-p", help="Payload JSON, or @file.json."),
     override: str | None = typer.Option(
-        None, "--override", "-o",
+        None,
+        "--override",
+        "-o",
         help="Overrides JSON or @file.json: tools, toolParams, toolExecutionMode, stopOnError.",
     ),
     fmt: str | None = typer.Option(None, "--format", "-f", help="Deliverable format: json, markdown or text."),
-    submit: bool = typer.Option(False, "--submit", help="Queue the run for `toolagent worker` (PostgreSQL) instead "
-                                "of running it here (also: TOOLAGENT_EXECUTION=queue); prints the run id."),
+    submit: bool = typer.Option(
+        False,
+        "--submit",
+        help="Queue the run for `toolagent worker` (PostgreSQL) instead "
+        "of running it here (also: TOOLAGENT_EXECUTION=queue); prints the run id.",
+    ),
     wait: bool = typer.Option(False, "--wait", help="With --submit: follow the run to its end, as a local build."),
 ) -> None:
     """Run an agent's BUILD: call its tools over MCP and store a deliverable.
@@ -170,11 +212,27 @@ def runs_list(
         if state.json:
             emit_json([r.to_json() for r in rows])
             return
-        columns = (Column("run", keep=True), Column("agent", keep=True), Column("status"), Column("mode", drop=2),
-                   Column("started"), Column("ms", justify="right", drop=3), Column("deliverable", keep=True, drop=1))
-        cells = [(r.id, f"{r.organization_slug}/{r.agent_slug}", r.status, r.execution_mode,
-                  r.started_at.strftime("%Y-%m-%d %H:%M:%S"), f"{r.duration_ms or 0:.0f}", r.deliverable_id or "")
-                 for r in rows]
+        columns = (
+            Column("run", keep=True),
+            Column("agent", keep=True),
+            Column("status"),
+            Column("mode", drop=2),
+            Column("started"),
+            Column("ms", justify="right", drop=3),
+            Column("deliverable", keep=True, drop=1),
+        )
+        cells = [
+            (
+                r.id,
+                f"{r.organization_slug}/{r.agent_slug}",
+                r.status,
+                r.execution_mode,
+                r.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+                f"{r.duration_ms or 0:.0f}",
+                r.deliverable_id or "",
+            )
+            for r in rows
+        ]
         out.print(fitted_table(columns, cells, out.width, markup=False))
 
     run(body)
@@ -194,13 +252,18 @@ def runs_show(run_id: str = typer.Argument(..., help="Run id (run_...).")) -> No
         if state.json:
             emit_json({**row.to_json(), "steps": [s.to_json() for s in steps]})
             return
-        out.print(f"[bold]{row.id}[/] {row.organization_slug}/{row.agent_slug}: {row.status} "
-                  f"({row.execution_mode}, {row.duration_ms or 0:.0f} ms) deliverable {row.deliverable_id}")
+        out.print(
+            f"[bold]{row.id}[/] {row.organization_slug}/{row.agent_slug}: {row.status} "
+            f"({row.execution_mode}, {row.duration_ms or 0:.0f} ms) deliverable {row.deliverable_id}"
+        )
         if row.error:
             out.print(f"[red]{row.error}[/]")
         for s in steps:
             mark = _MARKS.get(s.status, "?")
-            out.print(f"{mark} {s.position}. {s.tool} {s.status} {s.duration_ms or 0:.0f} ms" + (f" — {s.error}" if s.error else ""))
+            out.print(
+                f"{mark} {s.position}. {s.tool} {s.status} {s.duration_ms or 0:.0f} ms"
+                + (f" — {s.error}" if s.error else "")
+            )
             if s.param_sources:
                 chained = {k: v for k, v in s.param_sources.items() if v != "params"}
                 if chained:
@@ -227,8 +290,10 @@ def runs_cancel(
         async with open_store(state.db) as store, Runtime(store, config=EngineConfig.load()) as engine:
             me = await engine.principal(state.user)
             # Someone else's run reads exactly like a missing one.
-            missing = NotFound(f"run '{run_id}' not found among your runs: `toolagent runs list` shows run ids "
-                               "(only the user who started a run, or an admin, may cancel it)")
+            missing = NotFound(
+                f"run '{run_id}' not found among your runs: `toolagent runs list` shows run ids "
+                "(only the user who started a run, or an admin, may cancel it)"
+            )
             try:
                 row = await store.runs.get_run(run_id)
             except NotFound:
@@ -244,7 +309,9 @@ def runs_cancel(
                 # flags below reach its running step too.
                 await store.queue.abort_job(run_id)
             if row.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
-                raise UsageError(f"run '{run_id}' is not running (it ended {row.status}); only running runs can be cancelled")
+                raise UsageError(
+                    f"run '{run_id}' is not running (it ended {row.status}); only running runs can be cancelled"
+                )
             asked: set[str] = set()
             with anyio.move_on_after(wait_s):
                 while True:
@@ -260,8 +327,10 @@ def runs_cancel(
         if state.json:
             emit_json({"runId": run_id, "status": row.status, "stopped": stopped, "cancelledExecutions": sorted(asked)})
         elif stopped:
-            out.print(f"run {run_id}: {row.status}" + (f" ({len(asked)} running step(s) cancelled)" if asked else ""),
-                      markup=False)
+            out.print(
+                f"run {run_id}: {row.status}" + (f" ({len(asked)} running step(s) cancelled)" if asked else ""),
+                markup=False,
+            )
         else:
             err.print(f"asked run {run_id} to cancel; its process has not stopped it within {wait_s:g} s", markup=False)
         return 0 if stopped else EXIT_FAILED
@@ -270,7 +339,9 @@ def runs_cancel(
 
 
 @deliverables_app.command("show")
-def deliverables_show(deliverable_id: str = typer.Argument(..., help="Deliverable id (dlv_...) or its run id.")) -> None:
+def deliverables_show(
+    deliverable_id: str = typer.Argument(..., help="Deliverable id (dlv_...) or its run id."),
+) -> None:
     """Print a stored deliverable's content (with --json: everything).
 
     Example: toolagent deliverables show run_1767225600000_1a2b3c4d > report.md

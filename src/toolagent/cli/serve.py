@@ -24,8 +24,9 @@ def ensure_can_listen(host: str, port: int) -> None:
     import socket
 
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
     except socket.gaierror as exc:
         fail(f"--host {host}: {exc.strerror}", EXIT_USAGE)
     with socket.socket(family, kind, proto) as sock:
@@ -34,8 +35,10 @@ def ensure_can_listen(host: str, port: int) -> None:
         try:
             sock.bind(address)
         except OSError as exc:
-            fail(f"cannot listen on {host}:{port}: {exc.strerror}; stop whatever uses it or pass another --port",
-                 EXIT_NO_LISTEN)
+            fail(
+                f"cannot listen on {host}:{port}: {exc.strerror}; stop whatever uses it or pass another --port",
+                EXIT_NO_LISTEN,
+            )
 
 
 @app.command("serve")
@@ -43,10 +46,20 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
     port: int = typer.Option(8080, "--port", min=1, max=65535, help="TCP port."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
-    submit: bool = typer.Option(False, "--submit", help="Queue BUILD runs for `toolagent worker` (PostgreSQL) "
-                                "instead of running them in this process (also: TOOLAGENT_EXECUTION=queue)."),
-    workers: int = typer.Option(1, "--workers", min=1, max=64, help="Server processes sharing the port, each with "
-                                "its own MCP server sessions (see the README: what changes with several)."),
+    submit: bool = typer.Option(
+        False,
+        "--submit",
+        help="Queue BUILD runs for `toolagent worker` (PostgreSQL) "
+        "instead of running them in this process (also: TOOLAGENT_EXECUTION=queue).",
+    ),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        max=64,
+        help="Server processes sharing the port, each with "
+        "its own MCP server sessions (see the README: what changes with several).",
+    ),
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers."""
     ensure_can_listen(host, port)
@@ -63,8 +76,11 @@ def serve(
         from ..store.db import default_url, normalize_url
 
         if normalize_url(state.db or default_url()).startswith("sqlite"):
-            fail("--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL (or --db) "
-                 "to postgresql://USER@HOST/DB; with SQLite, drop --submit to run builds here", EXIT_USAGE)
+            fail(
+                "--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL (or --db) "
+                "to postgresql://USER@HOST/DB; with SQLite, drop --submit to run builds here",
+                EXIT_USAGE,
+            )
 
     if workers > 1:
         _serve_workers(host, port, log_level, workers, submit)
@@ -90,11 +106,18 @@ def _serve_workers(host: str, port: int, log_level: str, workers: int, submit: b
     from ..settings import export_for_children
 
     config = ServersConfig.load(state.servers)  # fails here, once, on a bad config
-    export_for_children(database_url=state.db or None, mcp_config=str(state.servers) if state.servers else None,
-                        execution="queue" if submit else None, log_level="DEBUG" if state.debug else None)
-    err.print(f"toolagent API on http://{host}:{port}, {workers} workers (servers: {', '.join(config.enabled) or 'none'})")
-    uvicorn.run("toolagent.cli.serve:worker_app", factory=True, host=host, port=port, workers=workers,
-                log_level=log_level)
+    export_for_children(
+        database_url=state.db or None,
+        mcp_config=str(state.servers) if state.servers else None,
+        execution="queue" if submit else None,
+        log_level="DEBUG" if state.debug else None,
+    )
+    err.print(
+        f"toolagent API on http://{host}:{port}, {workers} workers (servers: {', '.join(config.enabled) or 'none'})"
+    )
+    uvicorn.run(
+        "toolagent.cli.serve:worker_app", factory=True, host=host, port=port, workers=workers, log_level=log_level
+    )
 
 
 def worker_app() -> object:

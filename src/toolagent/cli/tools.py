@@ -16,7 +16,6 @@ import sys
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 import typer
 from rich.markup import escape
@@ -28,12 +27,12 @@ from ..errors import ArgumentsInvalid, BudgetExceeded, NotFound, RateLimited, Us
 from ..mcp.config import ServersConfig
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
+from ..status import CallStatus, ExecutionStatus
 from ..store import Store
 from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
 from ..tools.base import CallContext, CallOutcome
 from ..tools.spec import ToolResult
 from ..tools.under_agent import under_agent
-from ..status import CallStatus, ExecutionStatus
 from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
 
 tools_app = typer.Typer(
@@ -49,17 +48,17 @@ app.add_typer(tools_app, name="tools")
 TERMINAL_CAP = FlowCap(max_items=20, max_chars=4000)
 
 _CATEGORY_SOURCES = {
-    "operator": "set by the operator (\"category\" in mcp.json, or the engine config)",
+    "operator": 'set by the operator ("category" in mcp.json, or the engine config)',
     "server": "from the server's name",
     "tool": "from the tool's name or title",
     "annotations": "from the server's annotations (openWorldHint)",
-    "default": "default: set \"category\" in mcp.json to change it",
+    "default": 'default: set "category" in mcp.json to change it',
 }
 _RISK_SOURCES = {
-    "operator": "set by the operator (\"risk\" in mcp.json, or the engine config)",
+    "operator": 'set by the operator ("risk" in mcp.json, or the engine config)',
     "table": "from the built-in risk table",
     "annotations": "from the server's annotations (the server is marked trusted)",
-    "default": "default: unclassified tools are dangerous; set \"risk\" in mcp.json to change it",
+    "default": 'default: unclassified tools are dangerous; set "risk" in mcp.json to change it',
 }
 
 
@@ -67,7 +66,9 @@ _RISK_SOURCES = {
 
 
 @contextlib.asynccontextmanager
-async def cli_runtime(servers: ServersConfig, *, store: Store | None = None) -> AsyncIterator[tuple[Runtime, Principal]]:
+async def cli_runtime(
+    servers: ServersConfig, *, store: Store | None = None
+) -> AsyncIterator[tuple[Runtime, Principal]]:
     """The runtime (store, `EngineConfig.load()`, the server pool) and the CLI's principal.
 
     The principal is resolved before any server starts (servers start on first use), so an
@@ -77,8 +78,9 @@ async def cli_runtime(servers: ServersConfig, *, store: Store | None = None) -> 
         ConfigError: the engine config is invalid.
         NotFound: `--user` names no user.
     """
-    async with open_runtime(state.db, servers, store=store, flow_cap=FlowCap.from_env(),
-                            on_starting=_starting) as runtime:
+    async with open_runtime(
+        state.db, servers, store=store, flow_cap=FlowCap.from_env(), on_starting=_starting
+    ) as runtime:
         yield runtime, await runtime.principal(state.user)
 
 
@@ -123,7 +125,9 @@ def _when(value: datetime | None) -> str:
 def tools_list(
     server: str | None = typer.Option(None, "--server", help="Only this server's tools (only it is started)."),
     category: str | None = typer.Option(None, "--category", "-c", help=f"Only this category: {', '.join(CATEGORIES)}."),
-    search: str | None = typer.Option(None, "--search", "-s", help="Only tools whose name, title or description contains TEXT."),
+    search: str | None = typer.Option(
+        None, "--search", "-s", help="Only tools whose name, title or description contains TEXT."
+    ),
     tag: list[str] = typer.Option([], "--tag", "-t", help="Only tools with this tag (repeatable: all must match)."),
     include_deprecated: bool = typer.Option(False, "--include-deprecated", help="Also list deprecated tools."),
 ) -> None:
@@ -147,29 +151,44 @@ def tools_list(
                 errors: dict[str, str] = {}
             else:
                 errors = await runtime.catalogue.refresh()
-            listing = await runtime.list_tools(me, category=category, search=search, tags=tag,
-                                               include_deprecated=include_deprecated)
+            listing = await runtime.list_tools(
+                me, category=category, search=search, tags=tag, include_deprecated=include_deprecated
+            )
         if state.json:
             emit_json({**listing.to_json(), "user": {"name": me.name, "level": me.level}, "errors": errors})
         else:
             rows = [
-                (cat if i == 0 else "", e.name + (" (deprecated)" if e.deprecated else ""), e.risk, _may_run(e, me),
-                 e.spec.description.strip().splitlines()[0] if e.spec.description.strip() else "", i == len(entries) - 1)
-                for cat, entries in listing.categorized.items() for i, e in enumerate(entries)
+                (
+                    cat if i == 0 else "",
+                    e.name + (" (deprecated)" if e.deprecated else ""),
+                    e.risk,
+                    _may_run(e, me),
+                    e.spec.description.strip().splitlines()[0] if e.spec.description.strip() else "",
+                    i == len(entries) - 1,
+                )
+                for cat, entries in listing.categorized.items()
+                for i, e in enumerate(entries)
             ]
             # Names are never cut; the description gets one line of what the other columns leave.
-            fixed = [max([len(h), *(len(r[k]) for r in rows)]) for k, h in enumerate(("category", "tool", "risk", "you may run"))]
+            fixed = [
+                max([len(h), *(len(r[k]) for r in rows)])
+                for k, h in enumerate(("category", "tool", "risk", "you may run"))
+            ]
             table = Table("category", "tool", "risk", "you may run")
             for column in table.columns:
                 column.no_wrap = True
-            table.add_column("description", no_wrap=True, overflow="ellipsis",
-                             max_width=max(10, out.width - sum(fixed) - 16))  # 5 columns: padding 2 each, 6 rules
+            table.add_column(
+                "description", no_wrap=True, overflow="ellipsis", max_width=max(10, out.width - sum(fixed) - 16)
+            )  # 5 columns: padding 2 each, 6 rules
             for cat, name, risk, may, desc, last in rows:
                 table.add_row(cat, escape(name), risk, may, escape(desc), end_section=last)
             out.print(table)
             runnable = sum(1 for e in listing.tools if e.enabled and can_run(me.level, e.risk))
-            err.print(f"{_count(listing.total_count, 'tool')} in {_count(len(listing.categorized), 'category')}; "
-                      f"you ({me.name}, {me.level}) may run {runnable}. Details: toolagent tools show NAME", markup=False)
+            err.print(
+                f"{_count(listing.total_count, 'tool')} in {_count(len(listing.categorized), 'category')}; "
+                f"you ({me.name}, {me.level}) may run {runnable}. Details: toolagent tools show NAME",
+                markup=False,
+            )
         for name, why in errors.items():
             err.print(f"[red]unavailable[/] {escape(name)}: {escape(why)}", markup=True)
         if errors and len(runtime.catalogue) == 0:  # no server answered
@@ -204,8 +223,12 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
             return
         e, m, u = details.tool, details.metrics, details.user_stats
         spec = e.spec
-        out.print(f"[bold]{escape(e.name)}[/]" + (f" — {escape(spec.title)}" if spec.title else "")
-                  + f" [dim](server {escape(spec.server)})[/]", markup=True)
+        out.print(
+            f"[bold]{escape(e.name)}[/]"
+            + (f" — {escape(spec.title)}" if spec.title else "")
+            + f" [dim](server {escape(spec.server)})[/]",
+            markup=True,
+        )
         if spec.description:
             for line in inspect.cleandoc(spec.description).splitlines():
                 out.print(f"  {line}", markup=False)
@@ -217,18 +240,27 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
             ("tags", ", ".join(e.tags) or "-"),
             ("version", e.version or "-"),
             ("status", status),
-            ("timeout", f"{spec.timeout_s:g} s (server config)" if spec.timeout_s
-             else f"{default_timeout_ms} ms (engine default)"),
+            (
+                "timeout",
+                f"{spec.timeout_s:g} s (server config)"
+                if spec.timeout_s
+                else f"{default_timeout_ms} ms (engine default)",
+            ),
         ]
         for label, value in rows:
             out.print(f"  {label:<12} {value}", markup=False)
         out.print("input schema:", markup=False)
         out.print(json.dumps(spec.input_schema, indent=2), markup=False)
-        out.print(f"metrics:     calls {m.invocations}: {m.successes} ok, {m.failures} failed, {m.cancelled} cancelled; "
-                  f"avg {m.average_ms:.0f} ms, p50 {m.p50_ms:.0f} ms, p95 {m.p95_ms:.0f} ms; last {_when(m.last_invoked)}",
-                  markup=False)
-        out.print(f"your use:    executions {u.total}: {u.success} ok, {u.failed} failed, {u.cancelled} cancelled, "
-                  f"{u.denied} denied; avg {u.average_ms:.0f} ms; last {_when(u.last_executed)}", markup=False)
+        out.print(
+            f"metrics:     calls {m.invocations}: {m.successes} ok, {m.failures} failed, {m.cancelled} cancelled; "
+            f"avg {m.average_ms:.0f} ms, p50 {m.p50_ms:.0f} ms, p95 {m.p95_ms:.0f} ms; last {_when(m.last_invoked)}",
+            markup=False,
+        )
+        out.print(
+            f"your use:    executions {u.total}: {u.success} ok, {u.failed} failed, {u.cancelled} cancelled, "
+            f"{u.denied} denied; avg {u.average_ms:.0f} ms; last {_when(u.last_executed)}",
+            markup=False,
+        )
 
     run(body)
 
@@ -277,12 +309,16 @@ def tools_call(
     name: str = typer.Argument(..., help="Tool as namespace/tool, e.g. supabase/get-schema."),
     args: str = typer.Option("{}", "--args", "-a", help="Arguments JSON or @file.json."),
     timeout_ms: int | None = typer.Option(
-        None, "--timeout", help=f"Timeout in ms ({MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS}). Default: the server's "
-                                "timeout_s in mcp.json, else the engine config's default_timeout_ms (30000).",
+        None,
+        "--timeout",
+        help=f"Timeout in ms ({MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS}). Default: the server's "
+        "timeout_s in mcp.json, else the engine config's default_timeout_ms (30000).",
     ),
     agent: str | None = typer.Option(
-        None, "--agent", help="Call under this agent (org/slug): the tool must be in its tool list and its "
-                              "security block (SQL denylist, table allowlist) applies, as in a BUILD step.",
+        None,
+        "--agent",
+        help="Call under this agent (org/slug): the tool must be in its tool list and its "
+        "security block (SQL denylist, table allowlist) applies, as in a BUILD step.",
     ),
 ) -> None:
     """Call one tool through the execution engine and print its result.
@@ -304,7 +340,7 @@ def tools_call(
 
     async def body() -> int:
         if not isinstance(arguments, dict):
-            raise UsageError("--args must be a JSON object, e.g. --args '{\"text\": \"hi\"}'")
+            raise UsageError('--args must be a JSON object, e.g. --args \'{"text": "hi"}\'')
         _check_name(name)
         if timeout_ms is not None and not MIN_TIMEOUT_MS <= timeout_ms <= MAX_TIMEOUT_MS:
             raise UsageError(f"--timeout must be between {MIN_TIMEOUT_MS} and {MAX_TIMEOUT_MS} ms, got {timeout_ms}")
@@ -321,11 +357,23 @@ def tools_call(
 
             def announce(started: Execution) -> None:
                 if state.json:
-                    err.print(json.dumps({"executionId": started.id, "status": ExecutionStatus.RUNNING, "tool": started.tool,
-                                          "timeoutMs": started.timeout_ms}), markup=False)
+                    err.print(
+                        json.dumps(
+                            {
+                                "executionId": started.id,
+                                "status": ExecutionStatus.RUNNING,
+                                "tool": started.tool,
+                                "timeoutMs": started.timeout_ms,
+                            }
+                        ),
+                        markup=False,
+                    )
                 else:
-                    err.print(f"[dim]execution {started.id} started (timeout {started.timeout_ms} ms);"
-                              f" stop it with: toolagent executions cancel {started.id}[/]", markup=True)
+                    err.print(
+                        f"[dim]execution {started.id} started (timeout {started.timeout_ms} ms);"
+                        f" stop it with: toolagent executions cancel {started.id}[/]",
+                        markup=True,
+                    )
 
             outcome = await runtime.tools.call(entry, arguments, replace(ctx, on_admitted=announce))
             # Reported (and the exit decided) before the runtime closes: a server still busy with

@@ -25,10 +25,14 @@ def stalled_s() -> float:
 @app.command("worker")
 def worker(
     concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, max=256, help="Runs at once."),
-    queues: str = typer.Option("builds,tools", "--queues",
-                               help="Comma-separated queues to take jobs from: builds (BUILD runs), tools (async calls)."),
-    shutdown_grace: float = typer.Option(30.0, "--shutdown-grace", min=0,
-                                         help="Seconds running runs may finish after SIGTERM."),
+    queues: str = typer.Option(
+        "builds,tools",
+        "--queues",
+        help="Comma-separated queues to take jobs from: builds (BUILD runs), tools (async calls).",
+    ),
+    shutdown_grace: float = typer.Option(
+        30.0, "--shutdown-grace", min=0, help="Seconds running runs may finish after SIGTERM."
+    ),
 ) -> None:
     """Run submitted BUILD runs and async tool calls until SIGTERM (needs a PostgreSQL store and the
     workers extra).
@@ -41,10 +45,10 @@ def worker(
 
     Example: TOOLAGENT_DATABASE_URL=postgresql://app@db/toolagent toolagent worker --concurrency 8
     """
+    from .._heap import tune_collector
     from ..engine.logs import configure_logging
     from ..mcp.config import ServersConfig
     from ..runs.flow import FlowCap
-    from .._heap import tune_collector
     from ..runtime import open_runtime
     from ..workers.worker import run_worker
 
@@ -59,9 +63,11 @@ def worker(
         config = ServersConfig.load(state.servers)
         async with open_runtime(state.db, config, flow_cap=FlowCap.from_env()) as runtime:
             if runtime.store.db.is_sqlite:
-                raise fail("toolagent worker needs PostgreSQL: set TOOLAGENT_DATABASE_URL (or --db) to "
-                           "postgresql://USER@HOST/DB; with SQLite, `toolagent build` runs in its own process",
-                           EXIT_USAGE)
+                raise fail(
+                    "toolagent worker needs PostgreSQL: set TOOLAGENT_DATABASE_URL (or --db) to "
+                    "postgresql://USER@HOST/DB; with SQLite, `toolagent build` runs in its own process",
+                    EXIT_USAGE,
+                )
 
             tune_collector()  # this process is the worker's own (`toolagent._heap`)
 
@@ -71,8 +77,16 @@ def worker(
             def told(kind: str, run_id: str) -> None:
                 err.print(f"{kind} {run_id}", markup=False)
 
-            await run_worker(runtime, runtime.store, concurrency=concurrency, queues=names,
-                             shutdown_grace_s=shutdown_grace, stalled_s=stalled_s(), on_event=told, ready=ready)
+            await run_worker(
+                runtime,
+                runtime.store,
+                concurrency=concurrency,
+                queues=names,
+                shutdown_grace_s=shutdown_grace,
+                stalled_s=stalled_s(),
+                on_event=told,
+                ready=ready,
+            )
         err.print("worker stopped", markup=False)
 
     run(body)
@@ -80,8 +94,9 @@ def worker(
 
 @app.command("queue")
 def queue(
-    status: str | None = typer.Option(None, "--status", help="Only jobs in this status: todo, doing, succeeded, "
-                                                            "failed, cancelled, aborted."),
+    status: str | None = typer.Option(
+        None, "--status", help="Only jobs in this status: todo, doing, succeeded, failed, cancelled, aborted."
+    ),
     limit: int = typer.Option(20, "--limit", min=1, max=1000, help="How many jobs to list (newest first)."),
 ) -> None:
     """Jobs per queue and status, the live workers, and the newest jobs (PostgreSQL).
@@ -95,8 +110,13 @@ def queue(
             jobs = await store.queue.jobs(status=status, limit=limit)
             workers = await store.queue.worker_count(stalled_s())
         if state.json:
-            emit_json({"counts": [{"queue": c.queue, "status": c.status, "count": c.count} for c in counts],
-                       "workers": workers, "jobs": [j.to_json() for j in jobs]})
+            emit_json(
+                {
+                    "counts": [{"queue": c.queue, "status": c.status, "count": c.count} for c in counts],
+                    "workers": workers,
+                    "jobs": [j.to_json() for j in jobs],
+                }
+            )
             return
         table = Table("queue", "status", "jobs")
         for c in counts:
@@ -105,8 +125,15 @@ def queue(
         out.print(f"{workers} live worker(s)")
         listing = Table("job", "queue", "task", "status", "args", "attempts", "worker")
         for j in jobs:
-            listing.add_row(str(j.id), j.queue, j.task, j.status, ", ".join(f"{k}={v}" for k, v in j.args.items()),
-                            str(j.attempts), str(j.worker_id or ""))
+            listing.add_row(
+                str(j.id),
+                j.queue,
+                j.task,
+                j.status,
+                ", ".join(f"{k}={v}" for k, v in j.args.items()),
+                str(j.attempts),
+                str(j.worker_id or ""),
+            )
         out.print(listing)
 
     run(body)
@@ -119,8 +146,9 @@ def submit_wanted(flag: bool) -> bool:
     return submitting(flag)
 
 
-async def submit_build(store: object, plan: object, payload: object, *, explicit: bool, wait: bool,
-                       progress: object) -> int | None:
+async def submit_build(
+    store: object, plan: object, payload: object, *, explicit: bool, wait: bool, progress: object
+) -> int | None:
     """Submit a planned run to the workers (`toolagent build --submit`); with `wait`, follow it to
     its end with the same output as a local build. Returns the exit code, or None when the store
     is SQLite and the submission came from the setting (the run then goes on in this process).
@@ -138,8 +166,10 @@ async def submit_build(store: object, plan: object, payload: object, *, explicit
     assert isinstance(store, Store)
     if store.db.is_sqlite:
         if explicit:
-            raise UsageError("--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL "
-                             "(or --db) to postgresql://USER@HOST/DB; with SQLite, drop --submit to run here")
+            raise UsageError(
+                "--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL "
+                "(or --db) to postgresql://USER@HOST/DB; with SQLite, drop --submit to run here"
+            )
         err.print("TOOLAGENT_EXECUTION=queue needs PostgreSQL; running in this process (SQLite store)", markup=False)
         return None
     me = await Principals(store.db, EngineConfig.load()).resolve_cli_user(state.user)
@@ -156,13 +186,22 @@ async def submit_build(store: object, plan: object, payload: object, *, explicit
     deliverable = await store.runs.get_deliverable(run_id) if row.deliverable_id else None
     ok = row.status == RunStatus.SUCCESS
     if state.json:
-        emit_json({"runId": run_id, "status": row.status, "deliverableId": row.deliverable_id,
-                   "deliverable": deliverable.to_json() if deliverable else None})
+        emit_json(
+            {
+                "runId": run_id,
+                "status": row.status,
+                "deliverableId": row.deliverable_id,
+                "deliverable": deliverable.to_json() if deliverable else None,
+            }
+        )
     else:
         if deliverable is not None:
             content = deliverable.content
             print(content, end="" if content.endswith("\n") else "\n")
         colour = "green" if ok else "red"
-        err.print(f"[{colour}]run {run_id}: {row.status}[/] — deliverable {row.deliverable_id}"
-                  + (f" — {row.error}" if row.error else ""), markup=True)
+        err.print(
+            f"[{colour}]run {run_id}: {row.status}[/] — deliverable {row.deliverable_id}"
+            + (f" — {row.error}" if row.error else ""),
+            markup=True,
+        )
     return 0 if ok else EXIT_FAILED

@@ -25,12 +25,12 @@ from .._lazy import lazy_exports
 if TYPE_CHECKING:
     from .config import ENGINE_CONFIG_ENV, EngineConfig, PlanConfig, ToolOverride
     from .core import Engine
-    from .reads import ToolDetails
     from .history import HistoryPage, HistoryQuery
     from .limits import BudgetUsedUp, LimitStatus
     from .metrics import CategoryMetrics, DenialCount, MetricsSnapshot, ToolMetrics, UserMetrics
-    from .permissions import CATEGORIES, Decision, ExecutionDenied, LEVELS, PLANS, RISKS, decide
+    from .permissions import CATEGORIES, LEVELS, PLANS, RISKS, Decision, ExecutionDenied, decide
     from .principals import ApiKey, Principal, Unauthenticated
+    from .reads import ToolDetails
     from .registry import Registry, ToolEntry, ToolListing
 
 #: Public name -> submodule. Names load on first use, so `toolagent.engine.logs` and the other
@@ -71,8 +71,32 @@ __getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [
-    "CATEGORIES", "ENGINE_CONFIG_ENV", "LEVELS", "PLANS", "RISKS", "ApiKey", "BudgetUsedUp", "CategoryMetrics", "Decision",
-    "DenialCount", "Engine", "EngineConfig", "ExecutionDenied", "HistoryPage", "HistoryQuery", "LimitStatus",
-    "MetricsSnapshot", "PlanConfig", "Principal", "Registry", "ToolDetails", "ToolEntry", "ToolListing",
-    "ToolMetrics", "ToolOverride", "Unauthenticated", "UserMetrics", "decide",
+    "CATEGORIES",
+    "ENGINE_CONFIG_ENV",
+    "LEVELS",
+    "PLANS",
+    "RISKS",
+    "ApiKey",
+    "BudgetUsedUp",
+    "CategoryMetrics",
+    "Decision",
+    "DenialCount",
+    "Engine",
+    "EngineConfig",
+    "ExecutionDenied",
+    "HistoryPage",
+    "HistoryQuery",
+    "LimitStatus",
+    "MetricsSnapshot",
+    "PlanConfig",
+    "Principal",
+    "Registry",
+    "ToolDetails",
+    "ToolEntry",
+    "ToolListing",
+    "ToolMetrics",
+    "ToolOverride",
+    "Unauthenticated",
+    "UserMetrics",
+    "decide",
 ]

@@ -33,8 +33,9 @@ _ABSENT: Final = object()
 def record_view(record: AgentRecord) -> dict[str, Any]:
     """A record as compared: its fields that are set, with `yaml` parsed (kept as text if it does not parse)."""
     # Empty optional fields are left out, so a new agent's diff lists only what it sets.
-    view: dict[str, Any] = {k: v for k, v in record.model_dump(mode="json").items()
-                            if k not in _SKIPPED and v is not None}
+    view: dict[str, Any] = {
+        k: v for k, v in record.model_dump(mode="json").items() if k not in _SKIPPED and v is not None
+    }
     try:
         view["yaml"] = parse_document(record.yaml)
     except Exception:  # noqa: BLE001 - an invalid stored row is compared as its text

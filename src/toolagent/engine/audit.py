@@ -21,7 +21,14 @@ from ..status import AuditOutcome
 from ..store.audit import GENESIS_HASH, AuditRows
 from ..store.db import Connection, Database, utcnow
 from .audit_chain import (
-    TIME_FIELDS, AuditRecord, AuditVerification, ChainChecker, canonical_json, iso_utc, row_hash, to_utc,
+    TIME_FIELDS,
+    AuditRecord,
+    AuditVerification,
+    ChainChecker,
+    canonical_json,
+    iso_utc,
+    row_hash,
+    to_utc,
 )
 from .audit_key import audit_key, keyed_genesis
 from .redaction import redact, redact_text
@@ -86,8 +93,19 @@ class AuditEntry:
 
 
 _ENTRY_FIELDS = tuple(f.name for f in fields(AuditEntry))
-_TEXT_FIELDS = ("principal", "api_key_id", "tool", "risk", "level", "decision", "reason", "outcome", "run_id",
-                "execution_id", "event")
+_TEXT_FIELDS = (
+    "principal",
+    "api_key_id",
+    "tool",
+    "risk",
+    "level",
+    "decision",
+    "reason",
+    "outcome",
+    "run_id",
+    "execution_id",
+    "event",
+)
 
 
 def _jsonable(value: Any) -> Any:
@@ -176,14 +194,20 @@ class AuditLog:
     def append_in(self, conn: Connection, entry: AuditEntry) -> int:
         """`append` inside the caller's transaction: the entry commits or rolls back with it."""
         key = self.key
-        return self.rows.append_in(conn, _stored_fields(entry), utcnow(),
-                                   lambda f, prev: row_hash(f, prev, key), genesis=self._genesis)
+        return self.rows.append_in(
+            conn, _stored_fields(entry), utcnow(), lambda f, prev: row_hash(f, prev, key), genesis=self._genesis
+        )
 
     def append_many_in(self, conn: Connection, entries: Sequence[AuditEntry]) -> list[int]:
         """Append `entries` in order inside the caller's transaction, moving the chain head once."""
         key = self.key
-        return self.rows.append_many_in(conn, [_stored_fields(e) for e in entries], utcnow(),
-                                        lambda f, prev: row_hash(f, prev, key), genesis=self._genesis)
+        return self.rows.append_many_in(
+            conn,
+            [_stored_fields(e) for e in entries],
+            utcnow(),
+            lambda f, prev: row_hash(f, prev, key),
+            genesis=self._genesis,
+        )
 
     async def head(self) -> tuple[int, str] | None:
         """The newest `(seq, hash)`, or None for an empty log."""
@@ -236,8 +260,11 @@ class AuditLog:
                 return checker.result(head_seq, head_hash)
             if not await self._batch(after):
                 gone = f"row {head_seq} is" if head_seq == last + 1 else f"rows {last + 1}-{head_seq} are"
-                checker.fail(last + 1, f"{gone} missing: the log ends at row {last} but the chain head "
-                                       f"is row {head_seq} (deleted from the end)")
+                checker.fail(
+                    last + 1,
+                    f"{gone} missing: the log ends at row {last} but the chain head "
+                    f"is row {head_seq} (deleted from the end)",
+                )
                 return checker.result(head_seq, head_hash)
 
     async def query(
@@ -254,10 +281,17 @@ class AuditLog:
         newest_first: bool = False,
     ) -> list[AuditRecord]:
         """Records matching every given filter, oldest first (or newest first), at most `limit`."""
-        filters = {"principal": principal, "tool": tool, "execution_id": execution_id, "run_id": run_id,
-                   "event": event, "decision": decision}
-        rows = await self.rows.find(filters, since=to_utc(since) if since is not None else None, limit=limit,
-                                    newest_first=newest_first)
+        filters = {
+            "principal": principal,
+            "tool": tool,
+            "execution_id": execution_id,
+            "run_id": run_id,
+            "event": event,
+            "decision": decision,
+        }
+        rows = await self.rows.find(
+            filters, since=to_utc(since) if since is not None else None, limit=limit, newest_first=newest_first
+        )
         return [_record(r) for r in rows]
 
     async def export(self, fp_or_path: IO[str] | str | Path, since: datetime | None = None) -> int:

@@ -177,15 +177,24 @@ class ChainChecker:
             return self.fail(seq, f"{missing} missing (deleted): the next row is {record.seq}")
         if seq == 1 and record.prev_hash != self.genesis:
             if self.key is not None and record.prev_hash == GENESIS_HASH:
-                return self.fail(1, "row 1 is not keyed: the chain was written without the audit key "
-                                    "(or rewritten by someone without it)")
+                return self.fail(
+                    1,
+                    "row 1 is not keyed: the chain was written without the audit key "
+                    "(or rewritten by someone without it)",
+                )
             if self.key is None:
-                return self.fail(1, "row 1 chains to a keyed genesis: set TOOLAGENT_AUDIT_KEY (or "
-                                    "TOOLAGENT_AUDIT_KEY_FILE) to verify a keyed chain")
+                return self.fail(
+                    1,
+                    "row 1 chains to a keyed genesis: set TOOLAGENT_AUDIT_KEY (or "
+                    "TOOLAGENT_AUDIT_KEY_FILE) to verify a keyed chain",
+                )
             return self.fail(1, "row 1 does not chain to this audit key's genesis (wrong key, or rewritten)")
         if record.prev_hash != self.prev_hash:
-            return self.fail(seq, f"row {seq} does not chain to row {seq - 1}: its prev_hash does not match "
-                                  "(an earlier row was changed or replaced)")
+            return self.fail(
+                seq,
+                f"row {seq} does not chain to row {seq - 1}: its prev_hash does not match "
+                "(an earlier row was changed or replaced)",
+            )
         if not hmac.compare_digest(row_hash(_hashed_fields(record), record.prev_hash, self.key), record.hash):
             return self.fail(seq, f"row {seq} was changed: its contents do not match its hash")
         self.prev_hash = record.hash
@@ -194,12 +203,14 @@ class ChainChecker:
 
     def result(self, head_seq: int, head_hash: str) -> AuditVerification:
         """The verdict, given the chain head read after the last record."""
-        return AuditVerification(self.ok, self.rows, self.first_bad_seq, self.reason, head_seq, head_hash,
-                                 self.key is not None)
+        return AuditVerification(
+            self.ok, self.rows, self.first_bad_seq, self.reason, head_seq, head_hash, self.key is not None
+        )
 
 
-def check_records(records: Iterable[Mapping[str, Any]], *, head: tuple[int, str] | None = None,
-                  key: bytes | None = None) -> AuditVerification:
+def check_records(
+    records: Iterable[Mapping[str, Any]], *, head: tuple[int, str] | None = None, key: bytes | None = None
+) -> AuditVerification:
     """Check exported records (dicts as `AuditRecord.to_json` writes them) away from the database.
 
     An export that starts later (`--since`) is checked from its first row's `prev_hash`.
@@ -241,6 +252,13 @@ def _from_json(raw: Mapping[str, Any]) -> AuditRecord:
 
 
 __all__ = [
-    "TIME_FIELDS", "AuditRecord", "AuditVerification", "ChainChecker", "canonical_json", "check_records",
-    "iso_utc", "row_hash", "to_utc",
+    "TIME_FIELDS",
+    "AuditRecord",
+    "AuditVerification",
+    "ChainChecker",
+    "canonical_json",
+    "check_records",
+    "iso_utc",
+    "row_hash",
+    "to_utc",
 ]

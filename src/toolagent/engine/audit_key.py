@@ -84,8 +84,13 @@ class SignedHead:
 
     def to_json(self) -> dict[str, Any]:
         """The file form."""
-        return {"seq": self.seq, "hash": self.hash, "exported_at": self.exported_at, "scheme": self.scheme,
-                "signature": self.signature}
+        return {
+            "seq": self.seq,
+            "hash": self.hash,
+            "exported_at": self.exported_at,
+            "scheme": self.scheme,
+            "signature": self.signature,
+        }
 
 
 def sign_head(seq: int, hash_: str, key: bytes, now: datetime | None = None) -> SignedHead:
@@ -107,14 +112,19 @@ def parse_head(text: str, where: str) -> SignedHead:
     if not isinstance(raw, dict):
         raise UsageError(f"--head: {where} must hold a JSON object written by `toolagent audit export-head`")
     seq, hash_, at, scheme, sig = (raw.get(k) for k in ("seq", "hash", "exported_at", "scheme", "signature"))
-    if not (isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 and all(
-            isinstance(v, str) for v in (hash_, at, scheme, sig))):
-        raise UsageError(f"--head: {where} needs seq (integer), hash, exported_at, scheme and signature; "
-                         "write it with `toolagent audit export-head`")
+    if not (
+        isinstance(seq, int)
+        and not isinstance(seq, bool)
+        and seq >= 0
+        and all(isinstance(v, str) for v in (hash_, at, scheme, sig))
+    ):
+        raise UsageError(
+            f"--head: {where} needs seq (integer), hash, exported_at, scheme and signature; "
+            "write it with `toolagent audit export-head`"
+        )
     if scheme != HEAD_SCHEME:
         raise UsageError(f"--head: {where} has scheme {scheme!r}; only {HEAD_SCHEME!r} is known")
     return SignedHead(seq, hash_, at, scheme, sig)  # type: ignore[arg-type]
 
 
-__all__ = ["HEAD_SCHEME", "KEYED_GENESIS_LABEL", "SignedHead", "audit_key", "keyed_genesis", "parse_head",
-           "sign_head"]
+__all__ = ["HEAD_SCHEME", "KEYED_GENESIS_LABEL", "SignedHead", "audit_key", "keyed_genesis", "parse_head", "sign_head"]

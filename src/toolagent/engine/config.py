@@ -57,9 +57,13 @@ class PlanConfig(_Model):
 
     level: Level = Field(description="Permission level given to new users of this plan.")
     rate_per_minute: int | None = Field(
-        default=DEFAULT_RATE_PER_MINUTE, ge=1, description="Tool calls per user per minute; null for no limit.",
+        default=DEFAULT_RATE_PER_MINUTE,
+        ge=1,
+        description="Tool calls per user per minute; null for no limit.",
     )
-    monthly_budget: int | None = Field(default=None, ge=0, description="Tool calls per user per calendar month (UTC); null for unlimited.")
+    monthly_budget: int | None = Field(
+        default=None, ge=0, description="Tool calls per user per calendar month (UTC); null for unlimited."
+    )
 
 
 def default_plans() -> dict[Plan, PlanConfig]:
@@ -76,7 +80,9 @@ class ToolOverride(_Model):
     """Operator settings for one tool (or every tool matching a pattern)."""
 
     enabled: bool | None = Field(default=None, description="False hides the tool and denies every call to it.")
-    deprecated: bool | None = Field(default=None, description="Deprecated tools are left out of listings unless asked for.")
+    deprecated: bool | None = Field(
+        default=None, description="Deprecated tools are left out of listings unless asked for."
+    )
     tags: list[str] | None = Field(default=None, description="Tags for discovery filters.")
     version: str | None = Field(default=None, description="Version shown in listings.")
     risk: Risk | None = Field(default=None, description="Risk, overriding every other source.")
@@ -88,25 +94,37 @@ class EngineConfig(_Model):
 
     plans: dict[Plan, PlanConfig] = Field(default_factory=default_plans, description="Level and limits per plan.")
     category_rate_per_minute: dict[Category, int] = Field(
-        default_factory=dict, description="Calls per user per minute to tools of a category (on top of the plan's rate).",
+        default_factory=dict,
+        description="Calls per user per minute to tools of a category (on top of the plan's rate).",
     )
     tool_rate_per_minute: dict[str, int] = Field(
-        default_factory=dict, description="Calls per user per minute to one tool, by qualified name.",
+        default_factory=dict,
+        description="Calls per user per minute to one tool, by qualified name.",
     )
     default_timeout_ms: int = Field(
-        default=DEFAULT_TIMEOUT_MS, ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS,
+        default=DEFAULT_TIMEOUT_MS,
+        ge=MIN_TIMEOUT_MS,
+        le=MAX_TIMEOUT_MS,
         description="Timeout when neither the call nor the server config gives one.",
     )
-    retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, description="Days finished executions are kept by `prune`.")
-    local_user_level: Level = Field(default="execute_basic", description="Level of the CLI's local user when it is created.")
+    retention_days: int = Field(
+        default=DEFAULT_RETENTION_DAYS, ge=1, description="Days finished executions are kept by `prune`."
+    )
+    local_user_level: Level = Field(
+        default="execute_basic", description="Level of the CLI's local user when it is created."
+    )
     local_user_plan: Plan = Field(
-        default="enterprise", description="Plan of the CLI's local user (enterprise: no monthly budget for the operator).",
+        default="enterprise",
+        description="Plan of the CLI's local user (enterprise: no monthly budget for the operator).",
     )
     tools: dict[str, ToolOverride] = Field(
-        default_factory=dict, description="Per-tool settings by qualified name or fnmatch pattern (`shell/*`).",
+        default_factory=dict,
+        description="Per-tool settings by qualified name or fnmatch pattern (`shell/*`).",
     )
     cancel_poll_ms: int = Field(
-        default=DEFAULT_CANCEL_POLL_MS, ge=20, le=2_000,
+        default=DEFAULT_CANCEL_POLL_MS,
+        ge=20,
+        le=2_000,
         description="How often running executions are checked for cancellations requested by other processes.",
     )
 
@@ -123,8 +141,10 @@ class EngineConfig(_Model):
 
     @model_validator(mode="after")
     def _check_rates(self) -> EngineConfig:
-        for where, rates in (("category_rate_per_minute", self.category_rate_per_minute),
-                             ("tool_rate_per_minute", self.tool_rate_per_minute)):
+        for where, rates in (
+            ("category_rate_per_minute", self.category_rate_per_minute),
+            ("tool_rate_per_minute", self.tool_rate_per_minute),
+        ):
             for key, value in rates.items():
                 if value < 1:
                     raise ValueError(f"{where}.{key} must be at least 1 (remove the entry for no limit)")
@@ -161,7 +181,9 @@ class EngineConfig(_Model):
         try:
             data = json.loads(text) if where.endswith(".json") else safe_load(text)
         except (json.JSONDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"not valid {'JSON' if where.endswith('.json') else 'YAML'}: {exc}", source=where) from exc
+            raise ConfigError(
+                f"not valid {'JSON' if where.endswith('.json') else 'YAML'}: {exc}", source=where
+            ) from exc
         return cls.from_data(data or {}, source=where)
 
     @classmethod
@@ -182,6 +204,13 @@ class EngineConfig(_Model):
 
 
 __all__ = [
-    "DEFAULT_CANCEL_POLL_MS", "DEFAULT_RATE_PER_MINUTE", "DEFAULT_RETENTION_DAYS", "DEFAULT_TIMEOUT_MS",
-    "ENGINE_CONFIG_ENV", "EngineConfig", "PlanConfig", "ToolOverride", "default_plans",
+    "DEFAULT_CANCEL_POLL_MS",
+    "DEFAULT_RATE_PER_MINUTE",
+    "DEFAULT_RETENTION_DAYS",
+    "DEFAULT_TIMEOUT_MS",
+    "ENGINE_CONFIG_ENV",
+    "EngineConfig",
+    "PlanConfig",
+    "ToolOverride",
+    "default_plans",
 ]

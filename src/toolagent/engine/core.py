@@ -80,12 +80,25 @@ class Engine(Runtime):
         if not self.started:
             raise UsageError("the engine is not started: use `async with Engine(...)` or `await engine.start()` first")
         stack = ToolStack(
-            build_tool_stack(InvokeSource(invoke), recorder=self.recorder, limits=self.limits,
-                             cancellation=self.cancellation, clock=self.clock),
-            default_timeout_ms=self.config.default_timeout_ms, clock=self.clock,
+            build_tool_stack(
+                InvokeSource(invoke),
+                recorder=self.recorder,
+                limits=self.limits,
+                cancellation=self.cancellation,
+                clock=self.clock,
+            ),
+            default_timeout_ms=self.config.default_timeout_ms,
+            clock=self.clock,
         )
-        ctx = CallContext(principal, api_key=api_key, run_id=run_id, agent_tools=agent_tools, session_id=session_id,
-                          metadata=metadata, timeout_ms=timeout_ms)
+        ctx = CallContext(
+            principal,
+            api_key=api_key,
+            run_id=run_id,
+            agent_tools=agent_tools,
+            session_id=session_id,
+            metadata=metadata,
+            timeout_ms=timeout_ms,
+        )
         outcome = await stack.call(self.registry.entry_for(spec), arguments, ctx)
         if outcome.exception is not None and (outcome.status is CallStatus.DENIED or outcome.record is None):
             raise outcome.exception  # refused, or malformed (never recorded)

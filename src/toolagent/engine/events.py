@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-
 EventType = Literal[
     "tool_registered",
     "execution_started",
@@ -87,8 +86,9 @@ class EventBus:
     def __init__(self) -> None:
         self._subscribers: list[tuple[Subscriber, frozenset[str] | None, Interest | None]] = []
 
-    def subscribe(self, callback: Subscriber, *, types: Iterable[str] | None = None,
-                  interest: Interest | None = None) -> Callable[[], None]:
+    def subscribe(
+        self, callback: Subscriber, *, types: Iterable[str] | None = None, interest: Interest | None = None
+    ) -> Callable[[], None]:
         """Call `callback(event)` for every event (or only those of `types`); sync or async.
 
         Args:
@@ -106,7 +106,9 @@ class EventBus:
         """
         wanted = None if types is None else frozenset(types)
         if wanted is not None and not wanted <= EVENT_TYPES:
-            raise ValueError(f"unknown event types {sorted(wanted - EVENT_TYPES)}; expected some of {sorted(EVENT_TYPES)}")
+            raise ValueError(
+                f"unknown event types {sorted(wanted - EVENT_TYPES)}; expected some of {sorted(EVENT_TYPES)}"
+            )
         entry = (callback, wanted, interest)
         self._subscribers.append(entry)
 

@@ -15,11 +15,13 @@ def denial_fix(exc: ExecutionDenied, user: str) -> str | None:
     if exc.denial == DENIAL_LEVEL and levels_for(exc.risk):
         fix = f"an admin can raise your level with `toolagent users set-level {user} {levels_for(exc.risk)[0]}`"
         if exc.risk != "safe" and exc.level != "view_only":
-            fix += (f", or, if {exc.risk} overstates the tool's risk, the operator can set its \"risk\" in mcp.json "
-                    "or mark its server \"trusted\": true so the server's own annotations (readOnlyHint) decide")
+            fix += (
+                f', or, if {exc.risk} overstates the tool\'s risk, the operator can set its "risk" in mcp.json '
+                'or mark its server "trusted": true so the server\'s own annotations (readOnlyHint) decide'
+            )
         return fix
     if exc.denial == DENIAL_DISABLED:
-        return f"enable it in the engine config (TOOLAGENT_ENGINE_CONFIG): tools: {{\"{exc.tool}\": {{enabled: true}}}}"
+        return f'enable it in the engine config (TOOLAGENT_ENGINE_CONFIG): tools: {{"{exc.tool}": {{enabled: true}}}}'
     return None
 
 

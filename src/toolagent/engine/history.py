@@ -52,8 +52,10 @@ class HistoryQuery:
         if isinstance(self.limit, bool) or not isinstance(self.limit, int) or not MIN_LIMIT <= self.limit <= MAX_LIMIT:
             raise UsageError(f"limit must be between {MIN_LIMIT} and {MAX_LIMIT} (got {self.limit!r})")
         if isinstance(self.offset, bool) or not isinstance(self.offset, int) or not 0 <= self.offset <= MAX_OFFSET:
-            raise UsageError(f"offset must be between 0 and {MAX_OFFSET} (got {self.offset!r}); "
-                             "narrow the query with a time range or a tool or status filter instead")
+            raise UsageError(
+                f"offset must be between 0 and {MAX_OFFSET} (got {self.offset!r}); "
+                "narrow the query with a time range or a tool or status filter instead"
+            )
         if self.status is not None and self.status not in STATUSES:
             raise UsageError(f"unknown status {self.status!r}: use one of {', '.join(STATUSES)}")
         if self.category is not None and self.category not in CATEGORIES:
@@ -83,8 +85,13 @@ class HistoryPage:
 
     def to_json(self) -> dict[str, Any]:
         """API form (getToolHistory)."""
-        return {"executions": [e.to_json() for e in self.executions], "totalCount": self.total_count,
-                "limit": self.limit, "offset": self.offset, "stats": self.stats.to_json()}
+        return {
+            "executions": [e.to_json() for e in self.executions],
+            "totalCount": self.total_count,
+            "limit": self.limit,
+            "offset": self.offset,
+            "stats": self.stats.to_json(),
+        }
 
 
 def visible_to(principal: Principal, query: HistoryQuery) -> ExecutionFilter:
@@ -100,9 +107,16 @@ def visible_to(principal: Principal, query: HistoryQuery) -> ExecutionFilter:
                 f"user '{principal.name}' ({principal.level}) may only see their own executions: admins may see everyone's"
             )
         user = query.user
-    return ExecutionFilter(user=user, tool=query.tool, category=query.category, status=query.status,
-                           run_id=query.run_id, since=query.since, until=query.until,
-                           categories=principal.categories)
+    return ExecutionFilter(
+        user=user,
+        tool=query.tool,
+        category=query.category,
+        status=query.status,
+        run_id=query.run_id,
+        since=query.since,
+        until=query.until,
+        categories=principal.categories,
+    )
 
 
 class History:

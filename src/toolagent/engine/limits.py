@@ -74,8 +74,14 @@ class LimitStatus:
 
     def to_json(self) -> dict[str, Any]:
         """CLI/API form."""
-        return {"kind": self.kind, "scope": self.scope, "limit": self.limit, "used": self.used,
-                "remaining": self.remaining, "resetInSeconds": round(self.reset_in_s, 3)}
+        return {
+            "kind": self.kind,
+            "scope": self.scope,
+            "limit": self.limit,
+            "used": self.used,
+            "remaining": self.remaining,
+            "resetInSeconds": round(self.reset_in_s, 3),
+        }
 
 
 class BudgetUsedUp(BudgetExceeded):
@@ -111,8 +117,9 @@ class Limits:
         self.clock = clock
         self.counters = LimitCounters(db)
 
-    def rules(self, user: str, plan: str, *, tool: str | None = None, category: str | None = None,
-              now_s: float | None = None) -> list[LimitRule]:
+    def rules(
+        self, user: str, plan: str, *, tool: str | None = None, category: str | None = None, now_s: float | None = None
+    ) -> list[LimitRule]:
         """The counters a call by `user` to `tool` (of `category`) takes from, in taking order."""
         now = self.clock() if now_s is None else now_s
         minute = int(now // RATE_WINDOW_S)
@@ -120,18 +127,40 @@ class Limits:
         settings = self.config.plan(plan)
         out: list[LimitRule] = []
         if settings.rate_per_minute is not None:
-            out.append(LimitRule(f"rate|{user}", "rate", _scope_text("rate", None), settings.rate_per_minute, minute, minute_end))
+            out.append(
+                LimitRule(
+                    f"rate|{user}", "rate", _scope_text("rate", None), settings.rate_per_minute, minute, minute_end
+                )
+            )
         if category is not None and category in self.config.category_rate_per_minute:
-            out.append(LimitRule(f"rate|{user}|category:{category}", "rate",
-                                 _scope_text("rate", f"tools of category {category}"),
-                                 self.config.category_rate_per_minute[category], minute, minute_end))
+            out.append(
+                LimitRule(
+                    f"rate|{user}|category:{category}",
+                    "rate",
+                    _scope_text("rate", f"tools of category {category}"),
+                    self.config.category_rate_per_minute[category],
+                    minute,
+                    minute_end,
+                )
+            )
         if tool is not None and tool in self.config.tool_rate_per_minute:
-            out.append(LimitRule(f"rate|{user}|tool:{tool}", "rate", _scope_text("rate", f"'{tool}'"),
-                                 self.config.tool_rate_per_minute[tool], minute, minute_end))
+            out.append(
+                LimitRule(
+                    f"rate|{user}|tool:{tool}",
+                    "rate",
+                    _scope_text("rate", f"'{tool}'"),
+                    self.config.tool_rate_per_minute[tool],
+                    minute,
+                    minute_end,
+                )
+            )
         if settings.monthly_budget is not None:
             month, month_end = month_window(now)
-            out.append(LimitRule(f"budget|{user}", "budget", _scope_text("budget", None), settings.monthly_budget,
-                                 month, month_end))
+            out.append(
+                LimitRule(
+                    f"budget|{user}", "budget", _scope_text("budget", None), settings.monthly_budget, month, month_end
+                )
+            )
         return out
 
     def consume(self, conn: Connection, user: str, plan: str, *, tool: str, category: str) -> list[LimitStatus]:
@@ -164,7 +193,9 @@ class Limits:
         """`consume` in a transaction of its own."""
         return await self.db.write(lambda conn: self.consume(conn, user, plan, tool=tool, category=category))
 
-    async def usage(self, user: str, plan: str, *, tool: str | None = None, category: str | None = None) -> list[LimitStatus]:
+    async def usage(
+        self, user: str, plan: str, *, tool: str | None = None, category: str | None = None
+    ) -> list[LimitStatus]:
         """Where the counters of `user` stand now, without counting anything."""
         now = self.clock()
         rules = self.rules(user, plan, tool=tool, category=category, now_s=now)
@@ -188,11 +219,14 @@ class Limits:
             return BudgetUsedUp(
                 f"user '{user}' has used the monthly budget of plan {plan} ({rule.limit} tool calls per month); "
                 f"it resets on {resets} UTC — or move the user to a larger plan with `toolagent users set-plan {user} PLAN`",
-                limit=rule.limit, retry_after_s=reset_in_s,
+                limit=rule.limit,
+                retry_after_s=reset_in_s,
             )
         return RateLimited(
             f"user '{user}' exceeded the rate limit of {rule.limit} {rule.scope}; retry in {max(1, round(reset_in_s))} s",
-            limit=rule.limit, remaining=0, retry_after_s=reset_in_s,
+            limit=rule.limit,
+            remaining=0,
+            retry_after_s=reset_in_s,
         )
 
 

@@ -20,6 +20,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import IO, Any
 
 from ..errors import ConfigError
@@ -37,7 +38,9 @@ DEFAULT_LEVEL = "WARNING"
 #: Context fields every line carries (when set), in this order.
 CONTEXT_FIELDS = ("execution_id", "run_id", "tool", "user")
 
-_context: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("toolagent_log_context", default={})
+_context: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "toolagent_log_context", default=MappingProxyType({})
+)
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
@@ -251,6 +254,19 @@ def log_events(bus: EventBus, logger: logging.Logger | None = None) -> Callable[
 
 
 __all__ = [
-    "CONTEXT_FIELDS", "DEFAULT_LEVEL", "EVENT_LEVELS", "LIFECYCLE_LOGGER", "LOG_FORMAT_ENV", "LOG_LEVEL_ENV", "ContextFilter", "JsonFormatter",
-    "TextFormatter", "configure_logging", "current_context", "event_level", "event_logger", "log_context", "log_events",
+    "CONTEXT_FIELDS",
+    "DEFAULT_LEVEL",
+    "EVENT_LEVELS",
+    "LIFECYCLE_LOGGER",
+    "LOG_FORMAT_ENV",
+    "LOG_LEVEL_ENV",
+    "ContextFilter",
+    "JsonFormatter",
+    "TextFormatter",
+    "configure_logging",
+    "current_context",
+    "event_level",
+    "event_logger",
+    "log_context",
+    "log_events",
 ]

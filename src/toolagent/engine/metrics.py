@@ -69,10 +69,18 @@ class ToolMetrics:
 
     def to_json(self) -> dict[str, Any]:
         """API form (ToolExecutionMetrics field names)."""
-        return {"tool": self.tool, "category": self.category, "totalInvocations": self.invocations,
-                "successfulInvocations": self.successes, "failedInvocations": self.failures,
-                "cancelledInvocations": self.cancelled, "averageExecutionTime": self.average_ms,
-                "p50ExecutionTime": self.p50_ms, "p95ExecutionTime": self.p95_ms, "lastInvoked": _iso(self.last_invoked)}
+        return {
+            "tool": self.tool,
+            "category": self.category,
+            "totalInvocations": self.invocations,
+            "successfulInvocations": self.successes,
+            "failedInvocations": self.failures,
+            "cancelledInvocations": self.cancelled,
+            "averageExecutionTime": self.average_ms,
+            "p50ExecutionTime": self.p50_ms,
+            "p95ExecutionTime": self.p95_ms,
+            "lastInvoked": _iso(self.last_invoked),
+        }
 
 
 @dataclass(frozen=True)
@@ -98,9 +106,16 @@ class UserMetrics:
 
     def to_json(self) -> dict[str, Any]:
         """API form (userStats field names)."""
-        return {"user": self.user, "totalExecutions": self.total, "successfulExecutions": self.success,
-                "failedExecutions": self.failed, "cancelledExecutions": self.cancelled, "deniedExecutions": self.denied,
-                "averageExecutionTime": self.average_ms, "lastExecuted": _iso(self.last_executed)}
+        return {
+            "user": self.user,
+            "totalExecutions": self.total,
+            "successfulExecutions": self.success,
+            "failedExecutions": self.failed,
+            "cancelledExecutions": self.cancelled,
+            "deniedExecutions": self.denied,
+            "averageExecutionTime": self.average_ms,
+            "lastExecuted": _iso(self.last_executed),
+        }
 
 
 @dataclass(frozen=True)
@@ -120,8 +135,13 @@ class CategoryMetrics:
 
     def to_json(self) -> dict[str, Any]:
         """CLI/API form."""
-        return {"category": self.category, "invocations": self.invocations, "success": self.success,
-                "failed": self.failed, "cancelled": self.cancelled}
+        return {
+            "category": self.category,
+            "invocations": self.invocations,
+            "success": self.success,
+            "failed": self.failed,
+            "cancelled": self.cancelled,
+        }
 
 
 @dataclass(frozen=True)
@@ -211,8 +231,15 @@ class MetricsSnapshot:
             tools.append(PromToolFigures(t.tool, t.category, t.successes, t.failures, t.cancelled, histogram=hist))
         gate = tuple(PromDenial(d.tool, d.reason, d.count) for d in self.denials if d.reason != DENIAL_RATE_LIMITED)
         users = tuple(PromUserFigures(u.user, u.success, u.failed, u.cancelled, u.denied) for u in self.users)
-        return PromSnapshot(tools=tuple(tools), denials=gate, rate_limited=self.rate_limited, active=self.active,
-                            users=users, discovery=dict(discovery or {}), buckets_s=self.buckets_s)
+        return PromSnapshot(
+            tools=tuple(tools),
+            denials=gate,
+            rate_limited=self.rate_limited,
+            active=self.active,
+            users=users,
+            discovery=dict(discovery or {}),
+            buckets_s=self.buckets_s,
+        )
 
 
 def _avg(total_ms: Any, count: Any) -> float:
@@ -272,27 +299,48 @@ class Metrics:
         tools: dict[str, ToolMetrics] = {}
         for name, category in (registered or {}).items():
             if tool is None or name == tool:
-                tools[name] = ToolMetrics(name, category, bucket_counts=(0,) * len(self.buckets_s),
-                                          invocations=running_tools.get(name, 0), last_invoked=running_since.get(name))
+                tools[name] = ToolMetrics(
+                    name,
+                    category,
+                    bucket_counts=(0,) * len(self.buckets_s),
+                    invocations=running_tools.get(name, 0),
+                    last_invoked=running_since.get(name),
+                )
         for r in tool_rows:
             ended = int(r.success) + int(r.failed) + int(r.cancelled)
             p50, p95 = pcts.get(r.tool, (0.0, 0.0))
             tools[r.tool] = ToolMetrics(
-                r.tool, (registered or {}).get(r.tool, r.category), ended + running_tools.get(r.tool, 0), int(r.success),
-                int(r.failed), int(r.cancelled), _avg(r.dsum, r.timed), p50, p95,
+                r.tool,
+                (registered or {}).get(r.tool, r.category),
+                ended + running_tools.get(r.tool, 0),
+                int(r.success),
+                int(r.failed),
+                int(r.cancelled),
+                _avg(r.dsum, r.timed),
+                p50,
+                p95,
                 _max_time(as_utc(r.last), running_since.get(r.tool)),
-                tuple(itertools.accumulate(buckets.get(r.tool, [0] * (len(self.buckets_s) + 1))[:-1])), float(r.dsum),
+                tuple(itertools.accumulate(buckets.get(r.tool, [0] * (len(self.buckets_s) + 1))[:-1])),
+                float(r.dsum),
             )
         for name, n in running_tools.items():
             if name not in tools:
-                tools[name] = ToolMetrics(name, "", n, last_invoked=running_since.get(name),
-                                          bucket_counts=(0,) * len(self.buckets_s))
+                tools[name] = ToolMetrics(
+                    name, "", n, last_invoked=running_since.get(name), bucket_counts=(0,) * len(self.buckets_s)
+                )
         users: dict[str, UserMetrics] = {}
         for u in user_rows:
             n_running, last_running = running_users.get(u.user_name, (0, None))
             users[u.user_name] = UserMetrics(
-                u.user_name, int(u.total) + n_running, int(u.success), int(u.failed), int(u.cancelled), int(u.denied),
-                _avg(u.dsum, u.timed), _max_time(as_utc(u.last), last_running))
+                u.user_name,
+                int(u.total) + n_running,
+                int(u.success),
+                int(u.failed),
+                int(u.cancelled),
+                int(u.denied),
+                _avg(u.dsum, u.timed),
+                _max_time(as_utc(u.last), last_running),
+            )
         for name, (n_running, last_running) in running_users.items():
             if name not in users and (not only_user or name == user):
                 users[name] = UserMetrics(name, n_running, last_executed=last_running)
@@ -317,12 +365,23 @@ class Metrics:
         """One user's figures for one tool (getToolDetails `userStats`)."""
         read = await self.reads.user_tool(user, tool)
         r, running = read.ended, read.running
-        return UserMetrics(user, int(r.total) + int(running.n), int(r.success), int(r.failed), int(r.cancelled),
-                           int(r.denied), _avg(r.dsum, r.timed), _max_time(as_utc(r.last), as_utc(running.last)))
+        return UserMetrics(
+            user,
+            int(r.total) + int(running.n),
+            int(r.success),
+            int(r.failed),
+            int(r.cancelled),
+            int(r.denied),
+            _avg(r.dsum, r.timed),
+            _max_time(as_utc(r.last), as_utc(running.last)),
+        )
 
 
 def _categories(ended: Any, running: Mapping[str, int]) -> tuple[CategoryMetrics, ...]:
-    out = {r.category: CategoryMetrics(r.category, int(r.n), int(r.success), int(r.failed), int(r.cancelled)) for r in ended}
+    out = {
+        r.category: CategoryMetrics(r.category, int(r.n), int(r.success), int(r.failed), int(r.cancelled))
+        for r in ended
+    }
     for category, n in running.items():
         c = out.get(category) or CategoryMetrics(category)
         out[category] = replace(c, invocations=c.invocations + n)

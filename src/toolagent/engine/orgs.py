@@ -33,8 +33,18 @@ from ..store.db import Connection, Database, utcnow
 from ..store.orgs import MemberRow, OrgRow, OrgRows
 from .agent_diff import agent_diff
 from .audit import AuditEntry, AuditLog
-from .ownership import (Action, Actor, OrgState, Role, check_agent_change, check_level, check_new_org,
-                        check_org_admin, needed_role, parse_role)
+from .ownership import (
+    Action,
+    Actor,
+    OrgState,
+    Role,
+    check_agent_change,
+    check_level,
+    check_new_org,
+    check_org_admin,
+    needed_role,
+    parse_role,
+)
 
 
 @dataclass(frozen=True)
@@ -51,8 +61,10 @@ def _unwrap(result: Any) -> Any:
 
 
 def _org_not_found(org: str) -> NotFound:
-    return NotFound(f"organization '{org}' not found: it is created by storing its first agent "
-                    f"(PUT /api/agents/{org}/SLUG) or by `toolagent orgs grant {org} USER --role admin`")
+    return NotFound(
+        f"organization '{org}' not found: it is created by storing its first agent "
+        f"(PUT /api/agents/{org}/SLUG) or by `toolagent orgs grant {org} USER --role admin`"
+    )
 
 
 class Organizations:
@@ -66,20 +78,31 @@ class Organizations:
     # -- state ---------------------------------------------------------------------------------------
 
     def _state_in(self, conn: Connection, org: str, actor: Actor) -> OrgState:
-        return OrgState(org, OrgRows.exists_in(conn, org), OrgRows.role_in(conn, org, actor.name),
-                        OrgRows.has_admins_in(conn, org))
+        return OrgState(
+            org, OrgRows.exists_in(conn, org), OrgRows.role_in(conn, org, actor.name), OrgRows.has_admins_in(conn, org)
+        )
 
     async def state(self, actor: Actor, org: str) -> OrgState:
         """The organization as `actor` sees it (exists, the actor's role)."""
         async with self.db.begin() as conn:
             return await conn.run_sync(self._state_in, org, actor)
 
-    def _audit(self, conn: Connection, actor: Actor, event: str, reason: str, arguments: dict[str, Any],
-               denied: bool = False) -> None:
-        self.audit.append_in(conn, AuditEntry(
-            principal=actor.name, api_key_id=actor.api_key_id, level=actor.level,
-            decision="deny" if denied else "allow", outcome=AuditOutcome.DENIED if denied else AuditOutcome.SUCCESS,
-            reason=reason, arguments={**arguments, "via": actor.via}, event=event))
+    def _audit(
+        self, conn: Connection, actor: Actor, event: str, reason: str, arguments: dict[str, Any], denied: bool = False
+    ) -> None:
+        self.audit.append_in(
+            conn,
+            AuditEntry(
+                principal=actor.name,
+                api_key_id=actor.api_key_id,
+                level=actor.level,
+                decision="deny" if denied else "allow",
+                outcome=AuditOutcome.DENIED if denied else AuditOutcome.SUCCESS,
+                reason=reason,
+                arguments={**arguments, "via": actor.via},
+                event=event,
+            ),
+        )
 
     def _create_org_in(self, conn: Connection, actor: Actor, org: str) -> None:
         """Start a new organization: the API caller becomes its admin; the operator's has no members."""
@@ -129,8 +152,13 @@ class Organizations:
         outcome, stored = AgentStore.upsert_in(conn, record, utcnow())
         if outcome != "unchanged":
             diff = agent_diff(old, stored)
-            self._audit(conn, actor, f"agent.{action}", f"{action}d agent {record.ref}{_paths(diff, action)}",
-                        {"agent": record.ref, "organization": org, "diff": diff})
+            self._audit(
+                conn,
+                actor,
+                f"agent.{action}",
+                f"{action}d agent {record.ref}{_paths(diff, action)}",
+                {"agent": record.ref, "organization": org, "diff": diff},
+            )
         return outcome, stored
 
     async def delete_agent(self, actor: Actor, org: str, slug: str) -> AgentRecord:
@@ -152,17 +180,36 @@ class Organizations:
             return refused
         AgentStore.delete_in(conn, org, slug)
         diff = agent_diff(old, None)
-        self._audit(conn, actor, "agent.delete", f"deleted agent {old.ref}", {"agent": old.ref, "organization": org,
-                                                                                "diff": diff})
+        self._audit(
+            conn,
+            actor,
+            "agent.delete",
+            f"deleted agent {old.ref}",
+            {"agent": old.ref, "organization": org, "diff": diff},
+        )
         return old
 
-    def _check_agent_in(self, conn: Connection, actor: Actor, state: OrgState, action: Action, ref: str,
-                        old: AgentRecord | None, new: AgentRecord | None) -> _Refused | None:
+    def _check_agent_in(
+        self,
+        conn: Connection,
+        actor: Actor,
+        state: OrgState,
+        action: Action,
+        ref: str,
+        old: AgentRecord | None,
+        new: AgentRecord | None,
+    ) -> _Refused | None:
         reason = check_agent_change(actor, state, action, ref, needed_role(old, new))
         if reason is None:
             return None
-        self._audit(conn, actor, f"agent.{action}", reason,
-                    {"agent": ref, "organization": state.slug, "diff": agent_diff(old, new)}, denied=True)
+        self._audit(
+            conn,
+            actor,
+            f"agent.{action}",
+            reason,
+            {"agent": ref, "organization": state.slug, "diff": agent_diff(old, new)},
+            denied=True,
+        )
         return _Refused(PermissionDenied(reason))
 
     # -- organizations and members -----------------------------------------------------------------
@@ -211,8 +258,13 @@ class Organizations:
             OrgRows.ensure_in(conn, org, utcnow())  # an organization known only by its agents gets its row
         before = OrgRows.set_role_in(conn, org, user, role, utcnow(), by=actor.name)
         if before != role:
-            self._audit(conn, actor, "org.grant", f"{user} is now {role} of {org} (was {before or 'not a member'})",
-                        {"organization": org, "user": user, "diff": [{"path": "role", "old": before, "new": role}]})
+            self._audit(
+                conn,
+                actor,
+                "org.grant",
+                f"{user} is now {role} of {org} (was {before or 'not a member'})",
+                {"organization": org, "user": user, "diff": [{"path": "role", "old": before, "new": role}]},
+            )
         member = OrgRows.member_in(conn, org, user)
         assert member is not None
         return ("granted" if before is None else "unchanged" if before == role else "changed"), member
@@ -234,15 +286,24 @@ class Organizations:
             return refused
         member = OrgRows.member_in(conn, org, user)
         if member is None:
-            return _Refused(NotFound(f"user '{user}' has no role in organization '{org}': "
-                                     f"`toolagent orgs members {org}` lists them"))
+            return _Refused(
+                NotFound(
+                    f"user '{user}' has no role in organization '{org}': `toolagent orgs members {org}` lists them"
+                )
+            )
         OrgRows.remove_in(conn, org, user)
-        self._audit(conn, actor, "org.revoke", f"{user} is no longer {member.role} of {org}",
-                    {"organization": org, "user": user, "diff": [{"path": "role", "old": member.role}]})
+        self._audit(
+            conn,
+            actor,
+            "org.revoke",
+            f"{user} is no longer {member.role} of {org}",
+            {"organization": org, "user": user, "diff": [{"path": "role", "old": member.role}]},
+        )
         return member
 
-    def _check_members_in(self, conn: Connection, actor: Actor, state: OrgState, event: str, user: str,
-                          role: Role | None) -> _Refused | None:
+    def _check_members_in(
+        self, conn: Connection, actor: Actor, state: OrgState, event: str, user: str, role: Role | None
+    ) -> _Refused | None:
         """Refusals shared by grant and revoke: no such organization, not its admin, no such user."""
         if not state.exists and not actor.operator:
             return _Refused(_org_not_found(state.slug))

@@ -65,8 +65,10 @@ def check_new_org(org: str) -> str:
         UsageError: it is not a plain slug.
     """
     if not NEW_ORG_SLUG.match(org):
-        raise UsageError(f"organization '{org}' does not exist, and a new organization's name must be 1-100 "
-                         "lower-case letters, digits, '-' and '_' (starting with a letter or digit), e.g. 'acme-data'")
+        raise UsageError(
+            f"organization '{org}' does not exist, and a new organization's name must be 1-100 "
+            "lower-case letters, digits, '-' and '_' (starting with a letter or digit), e.g. 'acme-data'"
+        )
     return org
 
 
@@ -88,8 +90,12 @@ class Actor:
     @classmethod
     def from_principal(cls, principal: Any, api_key: Any = None) -> Actor:
         """The actor of an authenticated API request."""
-        return cls(name=str(principal.name), level=str(principal.level), api_key_id=getattr(api_key, "id", None),
-                   scoped=getattr(principal, "categories", None) is not None)
+        return cls(
+            name=str(principal.name),
+            level=str(principal.level),
+            api_key_id=getattr(api_key, "id", None),
+            scoped=getattr(principal, "categories", None) is not None,
+        )
 
     @classmethod
     def local_operator(cls, name: str) -> Actor:
@@ -159,10 +165,12 @@ def needed_role(old: AgentRecord | None, new: AgentRecord | None) -> Role:
 
 def grant_hint(org: str, user: str, role: Role, *, has_admins: bool = True) -> str:
     """The fix for a missing role: what an admin of `org` runs (a global admin, when it has none)."""
-    who = (f"an admin of '{org}' (or a global admin)" if has_admins
-           else f"'{org}' has no admin members, so a global admin")
-    return (f"{who} grants it with `toolagent orgs grant {org} {user} --role {role}` "
-            f"or PUT /api/orgs/{org}/members/{user}")
+    who = (
+        f"an admin of '{org}' (or a global admin)" if has_admins else f"'{org}' has no admin members, so a global admin"
+    )
+    return (
+        f"{who} grants it with `toolagent orgs grant {org} {user} --role {role}` or PUT /api/orgs/{org}/members/{user}"
+    )
 
 
 def _has(actor: Actor, role: str | None) -> str:
@@ -176,8 +184,10 @@ def check_level(actor: Actor) -> str | None:
     """Why `actor`'s global level changes no agent at all (`view_only`), or None."""
     if actor.operator or actor.level in EDITING_LEVELS:
         return None
-    return (f"user '{actor.name}' ({actor.level}) may not change agents: requires execute_basic or higher "
-            f"(`toolagent users set-level {actor.name} execute_basic`) and a role in the agent's organization")
+    return (
+        f"user '{actor.name}' ({actor.level}) may not change agents: requires execute_basic or higher "
+        f"(`toolagent users set-level {actor.name} execute_basic`) and a role in the agent's organization"
+    )
 
 
 def check_agent_change(actor: Actor, state: OrgState, action: Action, ref: str, needed: Role) -> str | None:
@@ -199,9 +209,11 @@ def check_agent_change(actor: Actor, state: OrgState, action: Action, ref: str, 
     has = _has(actor, role)
     why = " because the change adds, removes or edits its security block" if needed == "admin" else ""
     verb = {"create": "create", "update": "update", "delete": "delete"}[action]
-    return (f"user '{actor.name}' may not {verb} agent '{ref}': that needs the {needed} role in organization "
-            f"'{state.slug}'{why}, and '{actor.name}' {has} there; "
-            f"{grant_hint(state.slug, actor.name, needed, has_admins=state.has_admins)}")
+    return (
+        f"user '{actor.name}' may not {verb} agent '{ref}': that needs the {needed} role in organization "
+        f"'{state.slug}'{why}, and '{actor.name}' {has} there; "
+        f"{grant_hint(state.slug, actor.name, needed, has_admins=state.has_admins)}"
+    )
 
 
 def check_org_admin(actor: Actor, state: OrgState, what: str) -> str | None:
@@ -209,13 +221,29 @@ def check_org_admin(actor: Actor, state: OrgState, what: str) -> str | None:
     if at_least(effective_role(actor, state), "admin"):
         return None
     has = _has(actor, state.role)
-    return (f"user '{actor.name}' may not {what} organization '{state.slug}': that needs its admin role "
-            f"(or the global admin level), and '{actor.name}' {has} there; "
-            f"{grant_hint(state.slug, actor.name, 'admin', has_admins=state.has_admins)}")
+    return (
+        f"user '{actor.name}' may not {what} organization '{state.slug}': that needs its admin role "
+        f"(or the global admin level), and '{actor.name}' {has} there; "
+        f"{grant_hint(state.slug, actor.name, 'admin', has_admins=state.has_admins)}"
+    )
 
 
 __all__ = [
-    "EDITING_LEVELS", "NEW_ORG_SLUG", "ROLES", "Action", "Actor", "OrgState", "Role", "at_least", "check_agent_change",
-    "check_level", "check_new_org", "check_org_admin", "effective_role", "grant_hint", "needed_role", "parse_role",
+    "EDITING_LEVELS",
+    "NEW_ORG_SLUG",
+    "ROLES",
+    "Action",
+    "Actor",
+    "OrgState",
+    "Role",
+    "at_least",
+    "check_agent_change",
+    "check_level",
+    "check_new_org",
+    "check_org_admin",
+    "effective_role",
+    "grant_hint",
+    "needed_role",
+    "parse_role",
     "security_changed",
 ]

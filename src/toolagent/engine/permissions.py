@@ -36,20 +36,33 @@ LEVELS: Final[tuple[Level, ...]] = ("view_only", "execute_basic", "execute_advan
 RISKS: Final[tuple[Risk, ...]] = ("safe", "moderate", "dangerous")
 #: The ten tool categories, in discovery order.
 CATEGORIES: Final[tuple[Category, ...]] = (
-    "browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent",
+    "browser",
+    "file",
+    "shell",
+    "web",
+    "database",
+    "ai",
+    "system",
+    "workflow",
+    "memory",
+    "agent",
 )
 #: Subscription plans.
 PLANS: Final[tuple[Plan, ...]] = ("free", "starter", "team", "enterprise")
 
 #: The riskiest tool each level may run (`None`: nothing).
 MAX_RISK: Final[dict[str, Risk | None]] = {
-    "view_only": None, "execute_basic": "safe", "execute_advanced": "moderate", "admin": "dangerous",
+    "view_only": None,
+    "execute_basic": "safe",
+    "execute_advanced": "moderate",
+    "admin": "dangerous",
 }
 _RISK_RANK: Final[dict[str, int]] = {r: i for i, r in enumerate(RISKS)}
 # (level, risk) -> allowed; built once so the hot path is one dict lookup.
 _MATRIX: Final[dict[tuple[str, str], bool]] = {
     (lv, rk): MAX_RISK[lv] is not None and _RISK_RANK[rk] <= _RISK_RANK[MAX_RISK[lv] or "safe"]
-    for lv in LEVELS for rk in RISKS
+    for lv in LEVELS
+    for rk in RISKS
 }
 
 #: The scope that allows every category.
@@ -117,7 +130,7 @@ def parse_scope(value: str) -> str:
     if value == SCOPE_ALL:
         return value
     if value.startswith(SCOPE_EXECUTE_PREFIX):
-        rest = value[len(SCOPE_EXECUTE_PREFIX):]
+        rest = value[len(SCOPE_EXECUTE_PREFIX) :]
         if rest == "*" or rest in CATEGORIES:
             return value
     raise UsageError(
@@ -133,8 +146,7 @@ def scope_for(category: str) -> str:
 
 def scopes_allow(scopes: Collection[str], category: str) -> bool:
     """Whether a key with `scopes` may run a tool of `category`."""
-    return (SCOPE_ALL in scopes or (SCOPE_EXECUTE_PREFIX + "*") in scopes
-            or (SCOPE_EXECUTE_PREFIX + category) in scopes)
+    return SCOPE_ALL in scopes or (SCOPE_EXECUTE_PREFIX + "*") in scopes or (SCOPE_EXECUTE_PREFIX + category) in scopes
 
 
 def scope_categories(scopes: Collection[str]) -> frozenset[str] | None:
@@ -142,7 +154,7 @@ def scope_categories(scopes: Collection[str]) -> frozenset[str] | None:
     `agent:execute:*`), else exactly those its `agent:execute:<category>` scopes name."""
     if SCOPE_ALL in scopes or (SCOPE_EXECUTE_PREFIX + "*") in scopes:
         return None
-    return frozenset(s[len(SCOPE_EXECUTE_PREFIX):] for s in scopes if s.startswith(SCOPE_EXECUTE_PREFIX))
+    return frozenset(s[len(SCOPE_EXECUTE_PREFIX) :] for s in scopes if s.startswith(SCOPE_EXECUTE_PREFIX))
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,30 +207,64 @@ def decide(
         return Decision(False, DENIAL_DISABLED, f"tool '{tool}' is disabled by the operator")
     if agent_tools is not None and tool not in agent_tools:
         listed = ", ".join(sorted(agent_tools)) or "none"
-        return Decision(False, DENIAL_NOT_IN_AGENT,
-                        f"tool '{tool}' is not in the agent's tool list ({listed}): add it to configuration.tools")
+        return Decision(
+            False,
+            DENIAL_NOT_IN_AGENT,
+            f"tool '{tool}' is not in the agent's tool list ({listed}): add it to configuration.tools",
+        )
     if not _MATRIX.get((level, risk), False):
         if level not in MAX_RISK:
             return Decision(False, DENIAL_LEVEL, f"user '{user}' has an unknown permission level {level!r}")
         needs = required_for(risk) if risk in _RISK_RANK else "a known risk"
         why = "view_only may only view executions; " if level == "view_only" else ""
-        return Decision(False, DENIAL_LEVEL,
-                        f"user '{user}' ({level}) may not run '{tool}' (risk {risk}): {why}requires {needs}")
+        return Decision(
+            False, DENIAL_LEVEL, f"user '{user}' ({level}) may not run '{tool}' (risk {risk}): {why}requires {needs}"
+        )
     if key_id is not None:
         if key_revoked_at is not None:
             return Decision(False, DENIAL_KEY_REVOKED, f"API key {key_id} was revoked; create a new one")
         if not scopes_allow(key_scopes or (), category):
             has = ", ".join(sorted(key_scopes or ())) or "none"
-            return Decision(False, DENIAL_KEY_SCOPE,
-                            f"API key {key_id} lacks scope '{scope_for(category)}' for '{tool}' "
-                            f"(category {category}; the key has: {has})")
+            return Decision(
+                False,
+                DENIAL_KEY_SCOPE,
+                f"API key {key_id} lacks scope '{scope_for(category)}' for '{tool}' "
+                f"(category {category}; the key has: {has})",
+            )
     return ALLOW
 
 
 __all__ = [
-    "ALLOW", "CATEGORIES", "DENIAL_BUDGET", "DENIAL_DISABLED", "DENIAL_KEY_REVOKED", "DENIAL_KEY_SCOPE", "DENIAL_LEVEL",
-    "DENIAL_NOT_IN_AGENT", "DENIAL_RATE_LIMITED", "LEVELS", "MAX_RISK", "PLANS", "RISKS", "SCOPE_ALL",
-    "SCOPE_EXECUTE_PREFIX", "Category", "Decision", "ExecutionDenied", "Level", "Plan", "Risk", "can_run", "decide", "scope_categories",
-    "levels_for", "parse_category", "parse_level", "parse_plan", "parse_scope", "required_for", "scope_for",
+    "ALLOW",
+    "CATEGORIES",
+    "DENIAL_BUDGET",
+    "DENIAL_DISABLED",
+    "DENIAL_KEY_REVOKED",
+    "DENIAL_KEY_SCOPE",
+    "DENIAL_LEVEL",
+    "DENIAL_NOT_IN_AGENT",
+    "DENIAL_RATE_LIMITED",
+    "LEVELS",
+    "MAX_RISK",
+    "PLANS",
+    "RISKS",
+    "SCOPE_ALL",
+    "SCOPE_EXECUTE_PREFIX",
+    "Category",
+    "Decision",
+    "ExecutionDenied",
+    "Level",
+    "Plan",
+    "Risk",
+    "can_run",
+    "decide",
+    "scope_categories",
+    "levels_for",
+    "parse_category",
+    "parse_level",
+    "parse_plan",
+    "parse_scope",
+    "required_for",
+    "scope_for",
     "scopes_allow",
 ]

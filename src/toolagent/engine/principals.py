@@ -76,8 +76,12 @@ class Principal:
 
     def to_json(self) -> dict[str, Any]:
         """CLI/API form."""
-        return {"name": self.name, "level": self.level, "plan": self.plan,
-                "createdAt": self.created_at.isoformat() if self.created_at else None}
+        return {
+            "name": self.name,
+            "level": self.level,
+            "plan": self.plan,
+            "createdAt": self.created_at.isoformat() if self.created_at else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -106,9 +110,16 @@ class ApiKey:
 
     def to_json(self) -> dict[str, Any]:
         """CLI/API form."""
-        return {"id": self.id, "user": self.user, "label": self.label, "prefix": self.prefix, "scopes": list(self.scopes),
-                "createdAt": self.created_at.isoformat(), "revokedAt": self.revoked_at.isoformat() if self.revoked_at else None,
-                "active": self.active}
+        return {
+            "id": self.id,
+            "user": self.user,
+            "label": self.label,
+            "prefix": self.prefix,
+            "scopes": list(self.scopes),
+            "createdAt": self.created_at.isoformat(),
+            "revokedAt": self.revoked_at.isoformat() if self.revoked_at else None,
+            "active": self.active,
+        }
 
 
 def hash_key(raw: str) -> str:
@@ -139,8 +150,15 @@ def _principal(row: Any) -> Principal:
 
 
 def _key(row: Any) -> ApiKey:
-    return ApiKey(row.id, row.user_name, row.prefix, tuple(row.scopes or ()), as_utc(row.created_at),  # type: ignore[arg-type]
-                  as_utc(row.revoked_at), row.label)
+    return ApiKey(
+        row.id,
+        row.user_name,
+        row.prefix,
+        tuple(row.scopes or ()),
+        as_utc(row.created_at),  # type: ignore[arg-type]
+        as_utc(row.revoked_at),
+        row.label,
+    )
 
 
 class Principals:
@@ -228,7 +246,9 @@ class Principals:
 
     # -- API keys ------------------------------------------------------------------------------
 
-    async def create_key(self, user: str, *, scopes: Sequence[str] = (), label: str | None = None) -> tuple[ApiKey, str]:
+    async def create_key(
+        self, user: str, *, scopes: Sequence[str] = (), label: str | None = None
+    ) -> tuple[ApiKey, str]:
         """Create a key for `user` (default scope `*`); returns the record and the key, shown only now.
 
         Raises:
@@ -237,10 +257,23 @@ class Principals:
         checked = tuple(dict.fromkeys(parse_scope(s) for s in scopes)) or (SCOPE_ALL,)
         await self.get_user(user)
         raw = KEY_PREFIX + secrets.token_urlsafe(32)
-        key = ApiKey(id="key_" + secrets.token_hex(8), user=user, prefix=raw[:SHOWN_PREFIX_CHARS], scopes=checked,
-                     created_at=utcnow(), label=label)
-        await self.rows.insert_key(key_id=key.id, user=user, label=label, prefix=key.prefix, key_hash=hash_key(raw),
-                                   scopes=list(checked), created_at=key.created_at)
+        key = ApiKey(
+            id="key_" + secrets.token_hex(8),
+            user=user,
+            prefix=raw[:SHOWN_PREFIX_CHARS],
+            scopes=checked,
+            created_at=utcnow(),
+            label=label,
+        )
+        await self.rows.insert_key(
+            key_id=key.id,
+            user=user,
+            label=label,
+            prefix=key.prefix,
+            key_hash=hash_key(raw),
+            scopes=list(checked),
+            created_at=key.created_at,
+        )
         return key, raw
 
     async def get_key(self, key_id: str) -> ApiKey:
@@ -296,8 +329,12 @@ class Principals:
         key = _key(row)
         if key.revoked_at is not None:
             raise Unauthenticated(f"API key {key.id} was revoked at {key.revoked_at.isoformat(timespec='seconds')}")
-        found = Principal(key.user, row.level, row.plan, as_utc(row.user_created_at),
-                          categories=scope_categories(key.scopes)), key
+        found = (
+            Principal(
+                key.user, row.level, row.plan, as_utc(row.user_created_at), categories=scope_categories(key.scopes)
+            ),
+            key,
+        )
         # Another request may have seen the token move while this one read: then keep nothing.
         if token is not None and self._keys_token == token:
             if len(self._keys) >= KEY_CACHE_SIZE:
@@ -313,6 +350,14 @@ class Principals:
 
 
 __all__ = [
-    "FALLBACK_LOCAL_USER", "KEY_CACHE_SIZE", "KEY_PREFIX", "ApiKey", "Principal", "Principals", "Unauthenticated", "check_name", "hash_key",
+    "FALLBACK_LOCAL_USER",
+    "KEY_CACHE_SIZE",
+    "KEY_PREFIX",
+    "ApiKey",
+    "Principal",
+    "Principals",
+    "Unauthenticated",
+    "check_name",
+    "hash_key",
     "local_user_name",
 ]

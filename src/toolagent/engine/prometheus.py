@@ -44,7 +44,23 @@ from ..status import CallStatus, ExecutionStatus
 #: The `Content-Type` of the rendered text.
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 #: Upper bounds (seconds) of the duration histograms; `+Inf` is implied.
-DEFAULT_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+DEFAULT_BUCKETS_S: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+)
 #: `status` label values of `tool_execution_total`.
 EXECUTION_STATUSES = (ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED)
 
@@ -70,7 +86,9 @@ class Histogram:
             raise ValueError("a histogram needs one count per bucket bound")
         if list(self.buckets) != sorted(set(self.buckets)) or any(math.isinf(b) or math.isnan(b) for b in self.buckets):
             raise ValueError("histogram bounds must be finite and strictly ascending")
-        if any(b < a for a, b in zip(self.counts, self.counts[1:], strict=False)) or (self.counts and self.counts[-1] > self.count):
+        if any(b < a for a, b in zip(self.counts, self.counts[1:], strict=False)) or (
+            self.counts and self.counts[-1] > self.count
+        ):
             raise ValueError("histogram counts must be cumulative and at most `count`")
 
     @classmethod
@@ -187,8 +205,9 @@ class HttpMetrics:
         self.buckets_s = tuple(buckets_s)
         self.registry = CollectorRegistry()
         self.requests = Counter(_HTTP_TOTAL[0], _HTTP_TOTAL[1], ("method", "route", "status"), registry=self.registry)
-        self.latency = PromHistogram(_HTTP_TIME[0], _HTTP_TIME[1], ("method", "route"), registry=self.registry,
-                                     buckets=self.buckets_s)
+        self.latency = PromHistogram(
+            _HTTP_TIME[0], _HTTP_TIME[1], ("method", "route"), registry=self.registry, buckets=self.buckets_s
+        )
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
@@ -199,7 +218,10 @@ class HttpMetrics:
             # `labels()` checks and locks on every call; a series' children, once made, are kept
             # (as many as the series, which the route templates bound).
             verb = method.upper()
-            series = self._series[key] = (self.requests.labels(verb, route, str(status)), self.latency.labels(verb, route))
+            series = self._series[key] = (
+                self.requests.labels(verb, route, str(status)),
+                self.latency.labels(verb, route),
+            )
         series[0].inc()
         series[1].observe(seconds)
 
@@ -245,24 +267,42 @@ class SnapshotCollector(Collector):
             for status in (*EXECUTION_STATUSES, CallStatus.DENIED):
                 users[(u.user, status)] += getattr(u, status)
 
-        yield _counter("tool_execution_total", "Tool executions that ended, by tool, category and status.",
-                       ("tool", "category", "status"), executions)
-        yield _histogram("tool_execution_duration_seconds", "Tool execution time in seconds, by tool.", ("tool",),
-                         durations)
-        yield _counter("tool_permission_denied_total", "Tool calls refused by the permission gate, by tool and reason.",
-                       ("tool", "reason"), denied)
-        yield _counter("tool_rate_limited_total", "Tool calls refused by the rate limiter, by tool.", ("tool",),
-                       {(tool,): count for tool, count in snap.rate_limited.items()})
+        yield _counter(
+            "tool_execution_total",
+            "Tool executions that ended, by tool, category and status.",
+            ("tool", "category", "status"),
+            executions,
+        )
+        yield _histogram(
+            "tool_execution_duration_seconds", "Tool execution time in seconds, by tool.", ("tool",), durations
+        )
+        yield _counter(
+            "tool_permission_denied_total",
+            "Tool calls refused by the permission gate, by tool and reason.",
+            ("tool", "reason"),
+            denied,
+        )
+        yield _counter(
+            "tool_rate_limited_total",
+            "Tool calls refused by the rate limiter, by tool.",
+            ("tool",),
+            {(tool,): count for tool, count in snap.rate_limited.items()},
+        )
         yield GaugeMetricFamily("tool_executions_active", "Tool executions running now.", value=snap.active)
-        yield _counter("tool_user_executions_total", "Tool executions per user, by status (denied included).",
-                       ("user", "status"), users)
+        yield _counter(
+            "tool_user_executions_total",
+            "Tool executions per user, by status (denied included).",
+            ("user", "status"),
+            users,
+        )
         discovery = GaugeMetricFamily("tool_discovery_count", "Tools discoverable per agent.", labels=("agent_id",))
         for agent_id, count in snap.discovery.items():
             discovery.add_metric((agent_id,), count)
         yield discovery
         if snap.queue is not None:
-            jobs = GaugeMetricFamily("toolagent_queue_jobs", "Jobs of the workers' queue, by queue and status.",
-                                     labels=("queue", "status"))
+            jobs = GaugeMetricFamily(
+                "toolagent_queue_jobs", "Jobs of the workers' queue, by queue and status.", labels=("queue", "status")
+            )
             for key in sorted(snap.queue):
                 jobs.add_metric(key, snap.queue[key])
             yield jobs
@@ -309,6 +349,16 @@ def render(snapshot: PromSnapshot, *, http: HttpMetrics | None = None) -> str:
 
 
 __all__ = [
-    "CONTENT_TYPE", "DEFAULT_BUCKETS_S", "EXECUTION_STATUSES", "Histogram", "HttpMetrics", "PromDenial", "PromHttpFigures",
-    "PromSnapshot", "PromToolFigures", "PromUserFigures", "SnapshotCollector", "render",
+    "CONTENT_TYPE",
+    "DEFAULT_BUCKETS_S",
+    "EXECUTION_STATUSES",
+    "Histogram",
+    "HttpMetrics",
+    "PromDenial",
+    "PromHttpFigures",
+    "PromSnapshot",
+    "PromToolFigures",
+    "PromUserFigures",
+    "SnapshotCollector",
+    "render",
 ]

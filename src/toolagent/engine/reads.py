@@ -43,8 +43,11 @@ class ToolDetails:
 
     def to_json(self) -> dict[str, Any]:
         """API form: `tool`, `metrics`, `userStats`."""
-        return {"tool": self.tool.to_json(runnable=self.runnable), "metrics": self.metrics.to_json(),
-                "userStats": self.user_stats.to_json()}
+        return {
+            "tool": self.tool.to_json(runnable=self.runnable),
+            "metrics": self.metrics.to_json(),
+            "userStats": self.user_stats.to_json(),
+        }
 
 
 @dataclass
@@ -64,8 +67,9 @@ class Reads:
 
     async def active(self, principal: Principal) -> list[Execution]:
         """Running executions of `principal` (everyone's, for an admin) in every process, oldest first."""
-        return await self.executions.running(user=None if principal.is_admin else principal.name,
-                                             categories=principal.categories)
+        return await self.executions.running(
+            user=None if principal.is_admin else principal.name, categories=principal.categories
+        )
 
     async def history(self, principal: Principal, filters: HistoryQuery | None = None, **kwargs: Any) -> HistoryPage:
         """A page of history with its statistics (`filters`, or `HistoryQuery` fields as keywords)."""
@@ -75,8 +79,9 @@ class Reads:
         """Statistics of the executions `filters` match (paging ignored)."""
         return await self.history_store.stats(principal, filters or HistoryQuery(**kwargs))
 
-    async def metrics(self, tool: str | None = None, *, principal: Principal | None = None,
-                      categories: frozenset[str] | None = None) -> MetricsSnapshot:
+    async def metrics(
+        self, tool: str | None = None, *, principal: Principal | None = None, categories: frozenset[str] | None = None
+    ) -> MetricsSnapshot:
         """Every figure (about one tool); with `principal`, its own figures as `user_stats`, and
         only its own line in `users` unless it is an admin. A scoped key sees only the tools of its
         categories and their executions (in every total); one tool outside them is not found.
@@ -89,21 +94,37 @@ class Reads:
             self._visible_tool(tool, principal)  # unscoped callers may ask about tools not listed now
         registered = {e.name: e.category for e in self.catalogue.registry.entries()}
         return await self.metrics_store.snapshot(
-            tool=tool, registered=registered, user=principal.name if principal else None,
-            only_user=principal is not None and not principal.is_admin, now=self._now(),
+            tool=tool,
+            registered=registered,
+            user=principal.name if principal else None,
+            only_user=principal is not None and not principal.is_admin,
+            now=self._now(),
             categories=principal.categories if principal is not None else categories,
         )
 
-    async def list_tools(self, principal: Principal | None = None, *, category: str | None = None,
-                         search: str | None = None, tags: Sequence[str] | None = None,
-                         include_deprecated: bool = False, include_disabled: bool = False) -> ToolListing:
+    async def list_tools(
+        self,
+        principal: Principal | None = None,
+        *,
+        category: str | None = None,
+        search: str | None = None,
+        tags: Sequence[str] | None = None,
+        include_deprecated: bool = False,
+        include_disabled: bool = False,
+    ) -> ToolListing:
         """Discovery over the listed tools, each marked runnable or not for `principal`.
 
         Raises:
             UsageError: unknown category.
         """
-        return self.catalogue.listing(category=category, search=search, tags=tags, include_deprecated=include_deprecated,
-                                      include_disabled=include_disabled, level=principal.level if principal else None)
+        return self.catalogue.listing(
+            category=category,
+            search=search,
+            tags=tags,
+            include_deprecated=include_deprecated,
+            include_disabled=include_disabled,
+            level=principal.level if principal else None,
+        )
 
     async def tool_details(self, name: str, principal: Principal) -> ToolDetails:
         """A tool with its schema, its metrics and the caller's own figures for it.

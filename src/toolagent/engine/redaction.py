@@ -43,14 +43,14 @@ REDACTED = "[REDACTED]"
 # --- shapes ------------------------------------------------------------------------------------
 
 _B64URL = r"[A-Za-z0-9_-]"
-_PEM = re.compile(
-    r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY)-----.*?(?:-----END (?P=kind)-----|\Z)", re.DOTALL
-)
+_PEM = re.compile(r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY)-----.*?(?:-----END (?P=kind)-----|\Z)", re.DOTALL)
 # Token-like matches start only where a token cannot continue, so a long run is scanned once.
 _START = r"(?<![A-Za-z0-9_\-])"
 _JWT = re.compile(rf"{_START}eyJ{_B64URL}{{6,}}\.{_B64URL}{{6,}}\.{_B64URL}*")
 # Greedy up to the last `@` of the authority, so a password holding a raw `@` is masked whole.
-_URL_PASSWORD = re.compile(r"(?P<head>(?<![a-zA-Z0-9+.\-])[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@?#]*:)(?P<secret>[^\s/?#]+)(?=@)")
+_URL_PASSWORD = re.compile(
+    r"(?P<head>(?<![a-zA-Z0-9+.\-])[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@?#]*:)(?P<secret>[^\s/?#]+)(?=@)"
+)
 _AUTH_HEADER = re.compile(
     r"(?P<head>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:basic|bearer|digest|token|negotiate|ntlm|apikey)\s+)?)"
     r"(?P<secret>[^\s\"',;]+)",
@@ -58,20 +58,25 @@ _AUTH_HEADER = re.compile(
 )
 _BEARER = re.compile(r"(?P<head>\bbearer\s+)(?P<secret>[A-Za-z0-9._~+/=\-]{8,})", re.IGNORECASE)
 _VENDOR_KEYS = re.compile(
-    _START + "(?:" + "|".join((
-        r"\bsk-[A-Za-z0-9_\-]{20,}",                      # OpenAI, Anthropic (sk-ant-...), DeepSeek
-        r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}",     # Stripe secret and restricted keys
-        r"\bwhsec_[A-Za-z0-9]{20,}",                       # Stripe webhook secrets
-        r"\bgh[pousr]_[A-Za-z0-9]{30,}",                   # GitHub tokens
-        r"\bgithub_pat_[A-Za-z0-9_]{20,}",
-        r"\bglpat-[A-Za-z0-9_\-]{20,}",                    # GitLab
-        r"\bxox[abprse]-[A-Za-z0-9\-]{10,}",               # Slack
-        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",                  # AWS access key ids
-        r"\bAIza[0-9A-Za-z_\-]{35}",                       # Google API keys
-        r"\bnpm_[A-Za-z0-9]{36}\b",
-        r"\bhf_[A-Za-z0-9]{30,}",                          # Hugging Face
-        r"\bta_[A-Za-z0-9_\-]{20,}",                       # toolagent's own API keys
-    )) + ")"
+    _START
+    + "(?:"
+    + "|".join(
+        (
+            r"\bsk-[A-Za-z0-9_\-]{20,}",  # OpenAI, Anthropic (sk-ant-...), DeepSeek
+            r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}",  # Stripe secret and restricted keys
+            r"\bwhsec_[A-Za-z0-9]{20,}",  # Stripe webhook secrets
+            r"\bgh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
+            r"\bgithub_pat_[A-Za-z0-9_]{20,}",
+            r"\bglpat-[A-Za-z0-9_\-]{20,}",  # GitLab
+            r"\bxox[abprse]-[A-Za-z0-9\-]{10,}",  # Slack
+            r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",  # AWS access key ids
+            r"\bAIza[0-9A-Za-z_\-]{35}",  # Google API keys
+            r"\bnpm_[A-Za-z0-9]{36}\b",
+            r"\bhf_[A-Za-z0-9]{30,}",  # Hugging Face
+            r"\bta_[A-Za-z0-9_\-]{20,}",  # toolagent's own API keys
+        )
+    )
+    + ")"
 )
 # `password=...`, `"api_key": "..."`, `X-Api-Key: ...`: the key is judged by `is_sensitive_key`, and
 # only then is its value matched, so a harmless pair (`https://...`) never swallows a later one
@@ -123,16 +128,28 @@ def _sub_group(pattern: re.Pattern[str], text: str) -> str:
 
 # Values a sensitive key may hold that are not secrets; an auth scheme is followed by the
 # credential, which `_AUTH_HEADER` and `_BEARER` have masked already.
-_LITERALS = frozenset({
-    "null", "none", "true", "false", "[redacted]", "basic", "bearer", "digest", "token", "negotiate", "ntlm",
-})
+_LITERALS = frozenset(
+    {
+        "null",
+        "none",
+        "true",
+        "false",
+        "[redacted]",
+        "basic",
+        "bearer",
+        "digest",
+        "token",
+        "negotiate",
+        "ntlm",
+    }
+)
 
 
 def _sub_pairs(text: str) -> str:
     out: list[str] = []
     pos = 0
     while (m := _PAIR.search(text, pos)) is not None:
-        out.append(text[pos:m.end()])
+        out.append(text[pos : m.end()])
         pos = m.end()
         if not is_sensitive_key(m.group("key")):
             continue
@@ -251,7 +268,9 @@ def remember_secrets(*objs: Any) -> None:
         _KNOWN.set(tuple(sorted(found | set(_KNOWN.get()), key=len, reverse=True)))
 
 
-def redact_values(values: Mapping[str, Any], *, data: Collection[str] = (), text: Collection[str] = ()) -> dict[str, Any]:
+def redact_values(
+    values: Mapping[str, Any], *, data: Collection[str] = (), text: Collection[str] = ()
+) -> dict[str, Any]:
     """A row's column values as they may be stored: the `data` columns (JSON) through `redact`,
     the `text` columns through `redact_text`, the others unchanged."""
     out = dict(values)
@@ -345,5 +364,18 @@ def _redact(obj: Any, depth: int) -> Any:
     except Exception:  # noqa: BLE001 - an uncopyable object is passed through as-is
         return obj
 
-__all__ = ["MAX_DEPTH", "MIN_KNOWN_SECRET", "MIN_SECRET_RUN", "REDACTED", "is_sensitive_key", "key_parts", "looks_random",
-           "redact", "redact_text", "redact_values", "remember_secrets", "secret_values"]
+
+__all__ = [
+    "MAX_DEPTH",
+    "MIN_KNOWN_SECRET",
+    "MIN_SECRET_RUN",
+    "REDACTED",
+    "is_sensitive_key",
+    "key_parts",
+    "looks_random",
+    "redact",
+    "redact_text",
+    "redact_values",
+    "remember_secrets",
+    "secret_values",
+]

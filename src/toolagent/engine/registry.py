@@ -43,24 +43,52 @@ FALLBACK_RISK: Final = "dangerous"
 
 #: Risk of well-known qualified tool names (`category/verb`).
 TABLE_RISK: Final[dict[str, str]] = {
-    "browser/navigate": "safe", "browser/click": "moderate", "browser/type": "moderate", "browser/extract": "safe",
-    "browser/screenshot": "safe", "browser/scroll": "moderate", "browser/wait": "moderate", "browser/close": "dangerous",
-    "file/read": "safe", "file/list": "safe", "file/search": "safe", "file/write": "dangerous", "file/edit": "dangerous",
+    "browser/navigate": "safe",
+    "browser/click": "moderate",
+    "browser/type": "moderate",
+    "browser/extract": "safe",
+    "browser/screenshot": "safe",
+    "browser/scroll": "moderate",
+    "browser/wait": "moderate",
+    "browser/close": "dangerous",
+    "file/read": "safe",
+    "file/list": "safe",
+    "file/search": "safe",
+    "file/write": "dangerous",
+    "file/edit": "dangerous",
     "file/delete": "dangerous",
-    "shell/exec": "dangerous", "shell/script": "dangerous",
-    "web/get": "safe", "web/post": "moderate", "web/put": "moderate", "web/delete": "dangerous", "web/download": "moderate",
+    "shell/exec": "dangerous",
+    "shell/script": "dangerous",
+    "web/get": "safe",
+    "web/post": "moderate",
+    "web/put": "moderate",
+    "web/delete": "dangerous",
+    "web/download": "moderate",
 }
 #: Risk of well-known flat tool names, with the category each belongs to.
 FLAT_RISK: Final[dict[str, tuple[str, str]]] = {
-    "retrieve_documentation": ("safe", "memory"), "file_read": ("safe", "file"), "file_list": ("safe", "file"),
-    "file_search": ("safe", "file"), "retrieve_data": ("safe", "memory"), "browser_navigate": ("safe", "browser"),
-    "browser_extract": ("safe", "browser"), "browser_screenshot": ("safe", "browser"),
-    "http_request": ("moderate", "web"), "store_data": ("moderate", "memory"), "browser_click": ("moderate", "browser"),
-    "browser_type": ("moderate", "browser"), "browser_select": ("moderate", "browser"),
-    "browser_scroll": ("moderate", "browser"), "browser_wait": ("moderate", "browser"),
-    "update_plan": ("moderate", "workflow"), "advance_phase": ("moderate", "workflow"),
-    "file_write": ("dangerous", "file"), "file_edit": ("dangerous", "file"), "shell_exec": ("dangerous", "shell"),
-    "browser_close": ("dangerous", "browser"), "ask_user": ("dangerous", "agent"),
+    "retrieve_documentation": ("safe", "memory"),
+    "file_read": ("safe", "file"),
+    "file_list": ("safe", "file"),
+    "file_search": ("safe", "file"),
+    "retrieve_data": ("safe", "memory"),
+    "browser_navigate": ("safe", "browser"),
+    "browser_extract": ("safe", "browser"),
+    "browser_screenshot": ("safe", "browser"),
+    "http_request": ("moderate", "web"),
+    "store_data": ("moderate", "memory"),
+    "browser_click": ("moderate", "browser"),
+    "browser_type": ("moderate", "browser"),
+    "browser_select": ("moderate", "browser"),
+    "browser_scroll": ("moderate", "browser"),
+    "browser_wait": ("moderate", "browser"),
+    "update_plan": ("moderate", "workflow"),
+    "advance_phase": ("moderate", "workflow"),
+    "file_write": ("dangerous", "file"),
+    "file_edit": ("dangerous", "file"),
+    "shell_exec": ("dangerous", "shell"),
+    "browser_close": ("dangerous", "browser"),
+    "ask_user": ("dangerous", "agent"),
 }
 # category -> {verb: risk}, from TABLE_RISK.
 _VERBS: Final[dict[str, dict[str, str]]] = {}
@@ -169,9 +197,18 @@ class ToolEntry:
     def to_json(self, *, runnable: bool | None = None) -> dict[str, Any]:
         """API form (listTools / getToolDetails field names, plus the engine's own)."""
         data: dict[str, Any] = {
-            "name": self.name, "description": self.spec.description, "inputSchema": self.spec.input_schema,
-            "category": self.category, "categorySource": self.category_source, "risk": self.risk, "riskSource": self.risk_source, "tags": list(self.tags),
-            "version": self.version, "deprecated": self.deprecated, "enabled": self.enabled, "server": self.spec.server,
+            "name": self.name,
+            "description": self.spec.description,
+            "inputSchema": self.spec.input_schema,
+            "category": self.category,
+            "categorySource": self.category_source,
+            "risk": self.risk,
+            "riskSource": self.risk_source,
+            "tags": list(self.tags),
+            "version": self.version,
+            "deprecated": self.deprecated,
+            "enabled": self.enabled,
+            "server": self.spec.server,
             "title": self.spec.title,
         }
         if self.spec.output_schema is not None:
@@ -199,6 +236,7 @@ class ToolListing:
 
     def to_json(self) -> dict[str, Any]:
         """API form: `tools`, `categorizedTools`, `totalCount`, `categories`."""
+
         def one(e: ToolEntry) -> dict[str, Any]:
             return e.to_json(runnable=None if self.level is None else can_run(self.level, e.risk) and e.enabled)
 
@@ -213,7 +251,9 @@ class ToolListing:
 class Registry:
     """The tools the engine knows, replaced as a whole whenever the tool lists are (re)loaded."""
 
-    def __init__(self, config: EngineConfig | None = None, *, on_registered: Callable[[ToolEntry], None] | None = None) -> None:
+    def __init__(
+        self, config: EngineConfig | None = None, *, on_registered: Callable[[ToolEntry], None] | None = None
+    ) -> None:
         self.config = config or EngineConfig()
         self._entries: dict[str, ToolEntry] = {}
         self._on_registered = on_registered
@@ -222,12 +262,20 @@ class Registry:
         """An entry for `spec` with the engine config's overrides applied (not registered)."""
         override = self.config.tool_override(spec.name)
         category, category_source = category_with_source(spec, override.category if override else None)
-        risk, source = classify_risk(spec, category, override.risk if override else None, category_source=category_source)
+        risk, source = classify_risk(
+            spec, category, override.risk if override else None, category_source=category_source
+        )
         if override is None:
             return ToolEntry(spec, category, risk, source, category_source=category_source)
         return ToolEntry(
-            spec, category, risk, source, tags=tuple(override.tags or ()), version=override.version,
-            deprecated=bool(override.deprecated), enabled=override.enabled is not False,
+            spec,
+            category,
+            risk,
+            source,
+            tags=tuple(override.tags or ()),
+            version=override.version,
+            deprecated=bool(override.deprecated),
+            enabled=override.enabled is not False,
             category_source=category_source,
         )
 
@@ -306,7 +354,8 @@ class Registry:
         """
         wanted = set(tags or ())
         found = tuple(
-            e for e in self.entries()
+            e
+            for e in self.entries()
             if (category is None or e.category == category)
             and (include_deprecated or not e.deprecated)
             and (include_disabled or e.enabled)
@@ -318,6 +367,14 @@ class Registry:
 
 
 __all__ = [
-    "FALLBACK_CATEGORY", "FALLBACK_RISK", "FLAT_RISK", "TABLE_RISK", "Registry", "ToolEntry", "ToolListing",
-    "category_with_source", "classify_category", "classify_risk",
+    "FALLBACK_CATEGORY",
+    "FALLBACK_RISK",
+    "FLAT_RISK",
+    "TABLE_RISK",
+    "Registry",
+    "ToolEntry",
+    "ToolListing",
+    "category_with_source",
+    "classify_category",
+    "classify_risk",
 ]

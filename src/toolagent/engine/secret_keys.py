@@ -12,40 +12,137 @@ import functools
 import re
 
 #: Word parts that make a key sensitive.
-_SENSITIVE_PARTS = frozenset({
-    "password", "passwords", "passwd", "pwd", "pass", "passphrase",
-    "secret", "secrets",
-    "token",
-    "key",
-    "authorization", "auth",
-    "cookie", "cookies",
-    "credential", "credentials", "creds",
-    "session", "sessionid", "sessid", "phpsessid", "jsessionid",
-    "bearer", "jwt",
-    "signature", "sig",
-    "otp", "pin", "csrf", "xsrf",
-    "dsn",
-})
+_SENSITIVE_PARTS = frozenset(
+    {
+        "password",
+        "passwords",
+        "passwd",
+        "pwd",
+        "pass",
+        "passphrase",
+        "secret",
+        "secrets",
+        "token",
+        "key",
+        "authorization",
+        "auth",
+        "cookie",
+        "cookies",
+        "credential",
+        "credentials",
+        "creds",
+        "session",
+        "sessionid",
+        "sessid",
+        "phpsessid",
+        "jsessionid",
+        "bearer",
+        "jwt",
+        "signature",
+        "sig",
+        "otp",
+        "pin",
+        "csrf",
+        "xsrf",
+        "dsn",
+    }
+)
 #: Single-word compounds of a sensitive word (`apikey`, `accesstoken`).
-_SENSITIVE_COMPOUNDS = frozenset({
-    "apikey", "accesskey", "secretkey", "privatekey", "authkey", "signingkey", "masterkey", "encryptionkey",
-    "sshkey", "licensekey", "webhookkey",
-})
+_SENSITIVE_COMPOUNDS = frozenset(
+    {
+        "apikey",
+        "accesskey",
+        "secretkey",
+        "privatekey",
+        "authkey",
+        "signingkey",
+        "masterkey",
+        "encryptionkey",
+        "sshkey",
+        "licensekey",
+        "webhookkey",
+    }
+)
 #: Suffixes that make a whole word part sensitive (`clientsecret`, `authtoken`, `dbpassword`).
 _SENSITIVE_ENDINGS = ("password", "passwd", "secret", "token")
 #: A last part that says the value is *about* a secret, not the secret itself.
-_ABOUT_SUFFIXES = frozenset({
-    "id", "ids", "name", "names", "type", "kind", "count", "length", "len", "size", "expires", "expiry",
-    "expiration", "ttl", "at", "url", "uri", "endpoint", "path", "file", "header", "hint", "field", "policy",
-    "required", "enabled", "present", "label", "format", "algorithm", "alg", "version", "source", "env", "scope",
-    "scopes", "prefix", "status", "method",
-})
+_ABOUT_SUFFIXES = frozenset(
+    {
+        "id",
+        "ids",
+        "name",
+        "names",
+        "type",
+        "kind",
+        "count",
+        "length",
+        "len",
+        "size",
+        "expires",
+        "expiry",
+        "expiration",
+        "ttl",
+        "at",
+        "url",
+        "uri",
+        "endpoint",
+        "path",
+        "file",
+        "header",
+        "hint",
+        "field",
+        "policy",
+        "required",
+        "enabled",
+        "present",
+        "label",
+        "format",
+        "algorithm",
+        "alg",
+        "version",
+        "source",
+        "env",
+        "scope",
+        "scopes",
+        "prefix",
+        "status",
+        "method",
+    }
+)
 #: Parts before `key` / `token` that make them ordinary data, not credentials.
-_HARMLESS_QUALIFIERS = frozenset({
-    "primary", "foreign", "sort", "partition", "cache", "idempotency", "hash", "range", "composite", "unique",
-    "lookup", "object", "dedup", "dedupe", "group", "routing", "shard", "row", "column", "public", "hot",
-    "page", "next", "continuation", "pagination", "cursor", "sync", "max", "min",
-})
+_HARMLESS_QUALIFIERS = frozenset(
+    {
+        "primary",
+        "foreign",
+        "sort",
+        "partition",
+        "cache",
+        "idempotency",
+        "hash",
+        "range",
+        "composite",
+        "unique",
+        "lookup",
+        "object",
+        "dedup",
+        "dedupe",
+        "group",
+        "routing",
+        "shard",
+        "row",
+        "column",
+        "public",
+        "hot",
+        "page",
+        "next",
+        "continuation",
+        "pagination",
+        "cursor",
+        "sync",
+        "max",
+        "min",
+    }
+)
 #: Parts that name secrets even when a harmless-looking suffix follows (`session_id`).
 _ALWAYS_SECRET = frozenset({"session", "sessionid", "sessid", "phpsessid", "jsessionid", "csrf", "xsrf"})
 
@@ -78,8 +175,10 @@ def is_sensitive_key(key: str) -> bool:
 
 
 def _part_is_sensitive(part: str) -> bool:
-    return part in _SENSITIVE_PARTS or part in _SENSITIVE_COMPOUNDS or (
-        len(part) > 6 and part.endswith(_SENSITIVE_ENDINGS)
+    return (
+        part in _SENSITIVE_PARTS
+        or part in _SENSITIVE_COMPOUNDS
+        or (len(part) > 6 and part.endswith(_SENSITIVE_ENDINGS))
     )
 
 

@@ -16,8 +16,13 @@ _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$schem
 # JSON type name -> the Python types that surely have it (a value of another type goes to jsonschema,
 # which also knows that 1.0 is an integer).
 _SURE_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "null": (type(None),),
-    "object": (dict,), "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+    "object": (dict,),
+    "array": (list,),
 }
 _ANY_VALUE: tuple[type, ...] = ()
 

@@ -24,8 +24,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..errors import EnvVarMissing, ServerConfigError
 from ..data import servers_file
+from ..errors import EnvVarMissing, ServerConfigError
 from ..settings import Settings
 from ..settings import environ as settings_environ
 
@@ -47,6 +47,7 @@ def expand_env(value: Any, *, where: str, environ: dict[str, str] | None = None)
     """
     env = settings_environ() if environ is None else environ
     if isinstance(value, str):
+
         def sub(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
             if name in env:
@@ -54,6 +55,7 @@ def expand_env(value: Any, *, where: str, environ: dict[str, str] | None = None)
             if default is not None:
                 return default
             raise EnvVarMissing(name, source=where)
+
         return _VAR.sub(sub, value)
     if isinstance(value, dict):
         return {k: expand_env(v, where=f"{where}.{k}", environ=environ) for k, v in value.items()}
@@ -67,7 +69,8 @@ class _ServerBase(BaseModel):
 
     timeout_s: float | None = Field(default=None, gt=0, description="Default call timeout for this server's tools.")
     connect_timeout_s: float | None = Field(
-        default=None, gt=0,
+        default=None,
+        gt=0,
         description="How long starting the server and the MCP handshake may take (default: the file's "
         "top-level `connect_timeout_s`, else 60 s).",
     )
@@ -203,15 +206,20 @@ class ServersConfig(BaseModel):
         except OSError as exc:
             raise ServerConfigError(f"cannot read MCP server config: {exc.strerror or exc}", source=chosen) from exc
         except UnicodeDecodeError as exc:
-            raise ServerConfigError(f"MCP server config is not UTF-8 text (byte {exc.start}): save it as UTF-8",
-                                    source=chosen) from exc
+            raise ServerConfigError(
+                f"MCP server config is not UTF-8 text (byte {exc.start}): save it as UTF-8", source=chosen
+            ) from exc
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ServerConfigError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=chosen) from exc
+            raise ServerConfigError(
+                f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=chosen
+            ) from exc
         config = cls.from_data(data, source=chosen)
         base = Path(chosen).resolve().parent
-        return config.model_copy(update={"mcpServers": {k: _resolve_cwd(v, base) for k, v in config.mcpServers.items()}})
+        return config.model_copy(
+            update={"mcpServers": {k: _resolve_cwd(v, base) for k, v in config.mcpServers.items()}}
+        )
 
 
 def _resolve_cwd(server: ServerParams, base: Path) -> ServerParams:

@@ -8,8 +8,8 @@ from typing import IO, Any
 
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.session import MessageHandlerFnT
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
 from .checked_session import CheckedSession
@@ -44,9 +44,13 @@ async def connect(
         else:
             assert isinstance(params, HttpServer)
             hooks = {"response": [trace.on_response]} if trace is not None else {}
-            client = await stack.enter_async_context(httpx2.AsyncClient(
-                headers=params.headers, timeout=httpx2.Timeout(30.0, read=http_timeout_s), event_hooks=hooks,
-            ))
+            client = await stack.enter_async_context(
+                httpx2.AsyncClient(
+                    headers=params.headers,
+                    timeout=httpx2.Timeout(30.0, read=http_timeout_s),
+                    event_hooks=hooks,
+                )
+            )
             read, write = await stack.enter_async_context(
                 streamable_http_client(params.url, http_client=client, terminate_on_close=True)
             )

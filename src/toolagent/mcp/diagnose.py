@@ -119,10 +119,18 @@ class HttpTrace:
             body = ""
         method, tool = _rpc(request)
         self.seq += 1
-        self.failures = [*self.failures[-15:], HttpFailure(
-            seq=self.seq, url=str(request.url), status=response.status_code, first_line=_first_line(body),
-            method=method, tool=tool, had_session="mcp-session-id" in request.headers,
-        )]
+        self.failures = [
+            *self.failures[-15:],
+            HttpFailure(
+                seq=self.seq,
+                url=str(request.url),
+                status=response.status_code,
+                first_line=_first_line(body),
+                method=method,
+                tool=tool,
+                had_session="mcp-session-id" in request.headers,
+            ),
+        ]
 
     def since(self, mark: int, *, method: str | None = None, tool: str | None = None) -> HttpFailure | None:
         """The latest failure after `mark` (a former `seq`), for that method and tool when given."""

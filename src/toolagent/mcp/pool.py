@@ -195,13 +195,19 @@ class ServerPool(SessionPool):
                         log.info("server %s refused its session (%s); re-initializing", spec.server, failure.describe())
                         continue
                 if failure is not None:
-                    raise UpstreamError(f"MCP server '{spec.server}' refused '{spec.name}': {failure.describe()}") from exc
+                    raise UpstreamError(
+                        f"MCP server '{spec.server}' refused '{spec.name}': {failure.describe()}"
+                    ) from exc
                 if exc.code == mcp_types.REQUEST_TIMEOUT:
                     raise ToolTimedOut(spec.name, timeout_s or 0) from exc
                 if exc.code == mcp_types.CONNECTION_CLOSED:
                     await self._drop(server, session)
-                    raise UpstreamError(f"MCP server '{spec.server}' closed the connection during '{spec.name}'") from exc
-                raise UpstreamError(f"MCP error from '{spec.server}' calling '{spec.tool}': {exc.message} (code {exc.code})") from exc
+                    raise UpstreamError(
+                        f"MCP server '{spec.server}' closed the connection during '{spec.name}'"
+                    ) from exc
+                raise UpstreamError(
+                    f"MCP error from '{spec.server}' calling '{spec.tool}': {exc.message} (code {exc.code})"
+                ) from exc
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
                 await self._drop(server, session)
                 raise UpstreamError(f"MCP server '{spec.server}' connection lost during '{spec.name}'") from exc

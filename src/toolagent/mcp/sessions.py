@@ -79,16 +79,20 @@ class SessionPool:
     """
 
     def __init__(
-        self, config: ServersConfig, *, connect_timeout_s: float | None = None, on_starting: StartingCallback | None = None,
+        self,
+        config: ServersConfig,
+        *,
+        connect_timeout_s: float | None = None,
+        on_starting: StartingCallback | None = None,
         connector: Callable[..., Any] | None = None,
     ) -> None:
         """Args:
-            config: the servers.
-            connect_timeout_s: default start-up limit of servers that set no `connect_timeout_s`
-                (else the config file's top-level one, else `DEFAULT_CONNECT_TIMEOUT_S`).
-            on_starting: told when a server takes more than `STARTING_NOTICE_S` to start.
-            connector: opens a session for a server's params (default `connect`); tests pass an
-                in-process one (`toolagent.testing.in_memory_pool`).
+        config: the servers.
+        connect_timeout_s: default start-up limit of servers that set no `connect_timeout_s`
+            (else the config file's top-level one, else `DEFAULT_CONNECT_TIMEOUT_S`).
+        on_starting: told when a server takes more than `STARTING_NOTICE_S` to start.
+        connector: opens a session for a server's params (default `connect`); tests pass an
+            in-process one (`toolagent.testing.in_memory_pool`).
         """
         self.config = config
         self.connect_timeout_s = connect_timeout_s or config.connect_timeout_s or DEFAULT_CONNECT_TIMEOUT_S
@@ -109,7 +113,9 @@ class SessionPool:
             self._servers[name] = ServerConnection(name, params, errlog, trace=trace)
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         for server in self._servers.values():
             server.stop.set()
         try:
@@ -131,7 +137,11 @@ class SessionPool:
         if server is None:
             known = ", ".join(self._servers) or "none configured"
             disabled = namespace in self.config.mcpServers
-            why = "it is disabled in the server config" if disabled else f"no server named '{namespace}' (configured: {known})"
+            why = (
+                "it is disabled in the server config"
+                if disabled
+                else f"no server named '{namespace}' (configured: {known})"
+            )
             raise ServerUnavailable(namespace, why)
         return server
 
@@ -176,7 +186,9 @@ class SessionPool:
             with anyio.fail_after(limit):
                 await self._tg.start(self._own, server)
         except TimeoutError as exc:
-            message = f"no answer within {limit:g} s (raise `connect_timeout_s` in the server config if it starts slowly)"
+            message = (
+                f"no answer within {limit:g} s (raise `connect_timeout_s` in the server config if it starts slowly)"
+            )
             tail = server.stderr_tail()
             message += f"; server stderr: {tail}" if tail else ""
             server.timed_out = (time.monotonic() + limit, message)
@@ -263,6 +275,11 @@ def describe_error(exc: BaseException) -> str:
 
 
 __all__ = [
-    "DEFAULT_CONNECT_TIMEOUT_S", "STARTING_NOTICE_S", "ServerConnection", "SessionPool", "StartingCallback",
-    "describe_error", "transport_closed",
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "STARTING_NOTICE_S",
+    "ServerConnection",
+    "SessionPool",
+    "StartingCallback",
+    "describe_error",
+    "transport_closed",
 ]

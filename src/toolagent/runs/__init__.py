@@ -112,6 +112,16 @@ async def build(
 
 
 __all__ = [
-    "BuildPlan", "BuildRunner", "FlowCap", "PlannedStep", "RunEvent", "RunOutcome", "StepState",
-    "build", "load_agent", "merge_overrides", "new_run_id", "plan_build",
+    "BuildPlan",
+    "BuildRunner",
+    "FlowCap",
+    "PlannedStep",
+    "RunEvent",
+    "RunOutcome",
+    "StepState",
+    "build",
+    "load_agent",
+    "merge_overrides",
+    "new_run_id",
+    "plan_build",
 ]

@@ -32,8 +32,9 @@ RENDER_MAX_ROWS = 50
 ATTACHMENT_MAX_BYTES = 256 * 1024
 
 
-def attachments(blocks: Sequence[dict[str, Any]], *, run_id: str, position: int,
-                max_bytes: int = ATTACHMENT_MAX_BYTES) -> list[dict[str, Any]]:
+def attachments(
+    blocks: Sequence[dict[str, Any]], *, run_id: str, position: int, max_bytes: int = ATTACHMENT_MAX_BYTES
+) -> list[dict[str, Any]]:
     """The non-text content blocks of a result, as the deliverable keeps them.
 
     Images and audio keep `mimeType`, `size` (decoded bytes) and `data` up to `max_bytes`; resource
@@ -50,7 +51,9 @@ def attachments(blocks: Sequence[dict[str, Any]], *, run_id: str, position: int,
             item: dict[str, Any] = {"type": kind, "mimeType": block.get("mimeType"), "size": _decoded_size(data)}
             _keep(item, "data", data, item["size"], max_bytes, where)
         elif kind == "resource_link":
-            item = {k: block[k] for k in ("type", "uri", "name", "title", "mimeType", "description", "size") if k in block}
+            item = {
+                k: block[k] for k in ("type", "uri", "name", "title", "mimeType", "description", "size") if k in block
+            }
         elif kind == "resource":
             res = block.get("resource") or {}
             item = {"type": "resource", "uri": res.get("uri"), "mimeType": res.get("mimeType")}
@@ -82,8 +85,14 @@ def _decoded_size(data: str) -> int:
 
 
 def deliverable_metadata(
-    plan: BuildPlan, steps: Sequence[StepState], *, run_id: str, status: str,
-    started_at: datetime, ended_at: datetime, duration_ms: float,
+    plan: BuildPlan,
+    steps: Sequence[StepState],
+    *,
+    run_id: str,
+    status: str,
+    started_at: datetime,
+    ended_at: datetime,
+    duration_ms: float,
 ) -> dict[str, Any]:
     """The run metadata (toolsExecuted, successfulTools, ...) plus run and agent identity."""
     ran = [s for s in steps if s.status in (StepStatus.SUCCESS, StepStatus.FAILED)]
@@ -104,18 +113,32 @@ def deliverable_metadata(
 
 
 def render_deliverable(
-    plan: BuildPlan, steps: Sequence[StepState], *, run_id: str, status: str,
-    started_at: datetime, ended_at: datetime, duration_ms: float, error: str | None, max_bytes: int | None = None,
+    plan: BuildPlan,
+    steps: Sequence[StepState],
+    *,
+    run_id: str,
+    status: str,
+    started_at: datetime,
+    ended_at: datetime,
+    duration_ms: float,
+    error: str | None,
+    max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The row stored in `deliverables`: id, format, type, content, data and metadata, bounded to
     `max_bytes` (None: `TOOLAGENT_MAX_DELIVERABLE_BYTES`, else its default)."""
-    metadata = deliverable_metadata(plan, steps, run_id=run_id, status=status, started_at=started_at,
-                                    ended_at=ended_at, duration_ms=duration_ms)
+    metadata = deliverable_metadata(
+        plan, steps, run_id=run_id, status=status, started_at=started_at, ended_at=ended_at, duration_ms=duration_ms
+    )
     results = [
         {
-            "tool": s.tool, "status": s.status, "params": s.params, "paramSources": s.param_sources,
+            "tool": s.tool,
+            "status": s.status,
+            "params": s.params,
+            "paramSources": s.param_sources,
             "structuredContent": s.result.structured if s.result else None,
-            "text": s.result.text if s.result else None, "error": s.error, "durationMs": s.duration_ms,
+            "text": s.result.text if s.result else None,
+            "error": s.error,
+            "durationMs": s.duration_ms,
             "attachments": attachments(s.result.content, run_id=run_id, position=s.position) if s.result else [],
         }
         for s in steps
@@ -133,8 +156,12 @@ def render_deliverable(
 
     row = {
         "id": f"dlv_{int(time.time() * 1000)}_{secrets.token_hex(4)}",
-        "format": fmt, "type": plan.deliverable_type, "content": render(data, metadata), "data": data,
-        "metadata": metadata, "created_at": ended_at,
+        "format": fmt,
+        "type": plan.deliverable_type,
+        "content": render(data, metadata),
+        "data": data,
+        "metadata": metadata,
+        "created_at": ended_at,
     }
     return bound_deliverable(row, _max_bytes(max_bytes), render)
 
@@ -151,8 +178,10 @@ def _truncated_note(metadata: dict[str, Any], emphasis: str) -> str:
     mark = metadata.get("truncated")
     if not mark:
         return ""
-    return (f"\n{emphasis}Truncated: the full deliverable is {mark['sizeBytes']} bytes, over the {mark['maxBytes']}-byte "
-            f"cap; each step keeps its leading rows and a prefix of long text.{emphasis}\n")
+    return (
+        f"\n{emphasis}Truncated: the full deliverable is {mark['sizeBytes']} bytes, over the {mark['maxBytes']}-byte "
+        f"cap; each step keeps its leading rows and a prefix of long text.{emphasis}\n"
+    )
 
 
 def _table(columns: list[str], rows: list[Any]) -> list[str]:
@@ -203,7 +232,8 @@ def _markdown(plan: BuildPlan, data: dict[str, Any], md: dict[str, Any]) -> str:
             out += ["", *_table(*table)]
         if isinstance(sc.get("tables"), list) and sc["tables"] and isinstance(sc["tables"][0], dict):
             out += [""] + [
-                f"- `{t.get('name')}`: " + ", ".join(f"{c.get('name')} {c.get('type', '')}".strip() for c in t.get("columns", []))
+                f"- `{t.get('name')}`: "
+                + ", ".join(f"{c.get('name')} {c.get('type', '')}".strip() for c in t.get("columns", []))
                 for t in sc["tables"]
             ]
         if len(out) == before and sc:
@@ -247,8 +277,10 @@ def _attachment_markdown(a: dict[str, Any]) -> str:
 
 
 def _text(plan: BuildPlan, data: dict[str, Any], md: dict[str, Any]) -> str:
-    out = [f"{plan.agent_ref} run {data['runId']}: {data['status']} "
-           f"({md['successfulTools']}/{len(data['results'])} tools ok, {md['durationMs']:.0f} ms)"]
+    out = [
+        f"{plan.agent_ref} run {data['runId']}: {data['status']} "
+        f"({md['successfulTools']}/{len(data['results'])} tools ok, {md['durationMs']:.0f} ms)"
+    ]
     if data["error"]:
         out.append(f"error: {data['error']}")
     for r in data["results"]:
@@ -265,7 +297,12 @@ def _text(plan: BuildPlan, data: dict[str, Any], md: dict[str, Any]) -> str:
 
 
 def interrupted_deliverable(
-    run: Any, steps: Sequence[Any], *, error: str, ended_at: datetime, duration_ms: float | None,
+    run: Any,
+    steps: Sequence[Any],
+    *,
+    error: str,
+    ended_at: datetime,
+    duration_ms: float | None,
     max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The deliverable of a run whose process died: what its steps had done, and why it stopped.
@@ -285,22 +322,35 @@ def interrupted_deliverable(
     results = []
     for s in steps:
         result = s.result or {}
-        results.append({
-            "tool": s.tool, "status": s.status, "params": s.params, "paramSources": s.param_sources,
-            "structuredContent": result.get("structuredContent"), "text": result.get("text"), "error": s.error,
-            "durationMs": s.duration_ms,
-            "attachments": attachments(result.get("content") or [], run_id=run.id, position=s.position),
-        })
+        results.append(
+            {
+                "tool": s.tool,
+                "status": s.status,
+                "params": s.params,
+                "paramSources": s.param_sources,
+                "structuredContent": result.get("structuredContent"),
+                "text": result.get("text"),
+                "error": s.error,
+                "durationMs": s.duration_ms,
+                "attachments": attachments(result.get("content") or [], run_id=run.id, position=s.position),
+            }
+        )
     agent_ref = f"{run.organization_slug}/{run.agent_slug}" if run.organization_slug else run.agent_slug
     metadata = {
-        "toolsExecuted": sum(1 for s in steps if s.status in (StepStatus.SUCCESS, StepStatus.FAILED) and s.result is not None),
+        "toolsExecuted": sum(
+            1 for s in steps if s.status in (StepStatus.SUCCESS, StepStatus.FAILED) and s.result is not None
+        ),
         "successfulTools": sum(1 for s in steps if s.status == StepStatus.SUCCESS),
         "failedTools": sum(1 for s in steps if s.status in (StepStatus.FAILED, StepStatus.DENIED)),
-        "executionMode": run.execution_mode, "stopOnError": run.stop_on_error,
+        "executionMode": run.execution_mode,
+        "stopOnError": run.stop_on_error,
         "toolsUsed": [s.tool for s in steps if s.result is not None],
-        "runId": run.id, "status": RunStatus.FAILED, "interrupted": True,
+        "runId": run.id,
+        "status": RunStatus.FAILED,
+        "interrupted": True,
         "agent": {"organization": run.organization_slug, "slug": run.agent_slug, "version": run.agent_version},
-        "startedAt": run.started_at.isoformat() if run.started_at else None, "endedAt": ended_at.isoformat(),
+        "startedAt": run.started_at.isoformat() if run.started_at else None,
+        "endedAt": ended_at.isoformat(),
         "durationMs": round(duration_ms, 3) if duration_ms is not None else None,
     }
     data = {"agent": agent_ref, "runId": run.id, "status": RunStatus.FAILED, "error": error, "results": results}
@@ -309,7 +359,12 @@ def interrupted_deliverable(
         return json.dumps({"metadata": metadata, **data}, indent=2, default=str)
 
     row = {
-        "id": f"dlv_{int(time.time() * 1000)}_{secrets.token_hex(4)}", "format": "json", "type": "interrupted-run",
-        "content": render(data, metadata), "data": data, "metadata": metadata, "created_at": ended_at,
+        "id": f"dlv_{int(time.time() * 1000)}_{secrets.token_hex(4)}",
+        "format": "json",
+        "type": "interrupted-run",
+        "content": render(data, metadata),
+        "data": data,
+        "metadata": metadata,
+        "created_at": ended_at,
     }
     return bound_deliverable(row, _max_bytes(max_bytes), render)

@@ -37,7 +37,11 @@ class FlowCap:
         """A copy of `value` with lists and strings cut to the bounds."""
         kind = type(value)
         if isinstance(value, str):
-            return value if len(value) <= self.max_chars else value[: self.max_chars] + f"… [{len(value) - self.max_chars} more chars]"
+            return (
+                value
+                if len(value) <= self.max_chars
+                else value[: self.max_chars] + f"… [{len(value) - self.max_chars} more chars]"
+            )
         if kind in (int, float, bool) or value is None:
             return value  # JSON scalars: spares the ABC checks below
         if kind is dict or isinstance(value, Mapping):

@@ -109,14 +109,20 @@ def plan_build(
             source=source,
         )
     steps = tuple(
-        PlannedStep(i, tool, ParamsTemplate.parse(cfg.toolParams.get(tool, {}), where=f"configuration.toolParams.{tool}"))
+        PlannedStep(
+            i, tool, ParamsTemplate.parse(cfg.toolParams.get(tool, {}), where=f"configuration.toolParams.{tool}")
+        )
         for i, tool in enumerate(cfg.tools)
     )
     if cfg.toolExecutionMode is ExecutionMode.PARALLEL:
         problems = [
-            Problem(f"configuration.toolParams.{s.tool}", f"parallel steps cannot reference other steps ('{ref}'); "
-                    "use toolExecutionMode: sequential to chain results")
-            for s in steps for ref in sorted(s.params.references())
+            Problem(
+                f"configuration.toolParams.{s.tool}",
+                f"parallel steps cannot reference other steps ('{ref}'); "
+                "use toolExecutionMode: sequential to chain results",
+            )
+            for s in steps
+            for ref in sorted(s.params.references())
             if ref.split(".", 1)[0] in ("steps", "previous")
         ]
         if problems:

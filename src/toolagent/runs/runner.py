@@ -42,8 +42,13 @@ from .writer import StepWriter
 DEFAULT_MAX_CONCURRENCY = 16
 
 SUCCESS, FAILED, SKIPPED, CANCELLED, DENIED, PENDING, RUNNING = (
-    StepStatus.SUCCESS, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.CANCELLED, StepStatus.DENIED,
-    StepStatus.PENDING, StepStatus.RUNNING,
+    StepStatus.SUCCESS,
+    StepStatus.FAILED,
+    StepStatus.SKIPPED,
+    StepStatus.CANCELLED,
+    StepStatus.DENIED,
+    StepStatus.PENDING,
+    StepStatus.RUNNING,
 )
 
 
@@ -65,10 +70,16 @@ class StepState:
     def to_json(self) -> dict[str, Any]:
         """The stored and reported form."""
         return {
-            "position": self.position, "tool": self.tool, "status": self.status, "params": self.params,
-            "paramSources": self.param_sources, "result": self.result.to_json() if self.result else None,
-            "error": self.error, "startedAt": self.started_at.isoformat() if self.started_at else None,
-            "endedAt": self.ended_at.isoformat() if self.ended_at else None, "durationMs": self.duration_ms,
+            "position": self.position,
+            "tool": self.tool,
+            "status": self.status,
+            "params": self.params,
+            "paramSources": self.param_sources,
+            "result": self.result.to_json() if self.result else None,
+            "error": self.error,
+            "startedAt": self.started_at.isoformat() if self.started_at else None,
+            "endedAt": self.ended_at.isoformat() if self.ended_at else None,
+            "durationMs": self.duration_ms,
         }
 
 
@@ -163,17 +174,32 @@ class BuildRunner:
         started = utcnow()
         steps = [StepState(s.position, s.tool) for s in plan.steps]
         meta = {
-            **dict(metadata or {}), "run_id": run_id, "user": user, "organization": plan.organization_slug,
-            "agent": plan.agent_slug, "agent_version": plan.agent_version, "started_at": started.isoformat(),
+            **dict(metadata or {}),
+            "run_id": run_id,
+            "user": user,
+            "organization": plan.organization_slug,
+            "agent": plan.agent_slug,
+            "agent_version": plan.agent_version,
+            "started_at": started.isoformat(),
         }
         writer = StepWriter(self.store, run_id, snapshot=_step_values, max_result_bytes=self.bounds.max_result_bytes)
-        ctx = _Run(plan, run_id, dict(payload or {}), meta, steps, _emitter(on_event), writer, started, time.perf_counter())
+        ctx = _Run(
+            plan, run_id, dict(payload or {}), meta, steps, _emitter(on_event), writer, started, time.perf_counter()
+        )
         if not claimed:
             await self.store.runs.create_run(
-                id=run_id, organization_slug=plan.organization_slug, agent_slug=plan.agent_slug,
-                agent_version=plan.agent_version, user_id=user, status=RUNNING, execution_mode=plan.mode.value,
-                stop_on_error=plan.stop_on_error, payload=ctx.payload, overrides=plan.overrides or None,
-                started_at=started, steps=[{"position": s.position, "tool": s.tool, "status": PENDING} for s in steps],
+                id=run_id,
+                organization_slug=plan.organization_slug,
+                agent_slug=plan.agent_slug,
+                agent_version=plan.agent_version,
+                user_id=user,
+                status=RUNNING,
+                execution_mode=plan.mode.value,
+                stop_on_error=plan.stop_on_error,
+                payload=ctx.payload,
+                overrides=plan.overrides or None,
+                started_at=started,
+                steps=[{"position": s.position, "tool": s.tool, "status": PENDING} for s in steps],
             )
         await ctx.emit(RunEvent("run_started", run_id))
         status, error = RUNNING, None
@@ -206,8 +232,13 @@ class BuildRunner:
             # run cancelled, not successful; a failure still wins over its cancelled siblings.
             cancelled = [s for s in steps if s.status == CANCELLED]
             status = FAILED if failed else CANCELLED if cancelled else SUCCESS
-            error = (f"{len(failed)} step(s) failed: {', '.join(s.tool for s in failed)}" if failed else
-                     f"run cancelled: {cancelled[0].error or cancelled[0].tool}" if cancelled else None)
+            error = (
+                f"{len(failed)} step(s) failed: {', '.join(s.tool for s in failed)}"
+                if failed
+                else f"run cancelled: {cancelled[0].error or cancelled[0].tool}"
+                if cancelled
+                else None
+            )
         with anyio.CancelScope(shield=True):
             return await self._finish(ctx, status, error)
 
@@ -220,15 +251,26 @@ class BuildRunner:
         for s in ctx.steps:
             if s.status in (PENDING, RUNNING):
                 s.status = unrun
-                s.error = s.error or ("run cancelled" if status == CANCELLED else
-                                      "not run: stopOnError after an earlier failure")
+                s.error = s.error or (
+                    "run cancelled" if status == CANCELLED else "not run: stopOnError after an earlier failure"
+                )
                 left.append({"position": s.position, **_step_values(s)})
         duration_ms = (time.perf_counter() - ctx.t0) * 1000
         # Off the event loop: a large result is serialized and bounded here (always shielded).
-        deliverable = await anyio.to_thread.run_sync(functools.partial(
-            render_deliverable, ctx.plan, ctx.steps, run_id=ctx.run_id, status=status, started_at=ctx.started,
-            ended_at=ended, duration_ms=duration_ms, error=error, max_bytes=self.bounds.max_deliverable_bytes,
-        ))
+        deliverable = await anyio.to_thread.run_sync(
+            functools.partial(
+                render_deliverable,
+                ctx.plan,
+                ctx.steps,
+                run_id=ctx.run_id,
+                status=status,
+                started_at=ctx.started,
+                ended_at=ended,
+                duration_ms=duration_ms,
+                error=error,
+                max_bytes=self.bounds.max_deliverable_bytes,
+            )
+        )
         await self.store.runs.update_steps(ctx.run_id, left)
         await self.store.runs.finish_run(
             ctx.run_id, deliverable=deliverable, status=status, error=error, ended_at=ended, duration_ms=duration_ms
@@ -240,8 +282,12 @@ class BuildRunner:
         views: dict[str, Any] = {}
         previous: tuple[str, dict[str, Any]] | None = None
         for planned, state in zip(ctx.plan.steps, ctx.steps, strict=True):
-            context = {"payload": ctx.payload, "metadata": ctx.meta, "steps": views,
-                       "previous": previous[1] if previous else {}}
+            context = {
+                "payload": ctx.payload,
+                "metadata": ctx.meta,
+                "steps": views,
+                "previous": previous[1] if previous else {},
+            }
             await self._step(ctx, planned.params, state, context, previous)
             view = result_view(state.result, state.status, self.flow_cap)
             views[state.tool] = view
@@ -271,7 +317,11 @@ class BuildRunner:
                 ctx.writer.put(s.position, s)
 
     async def _step(
-        self, ctx: _Run, params_template: Any, state: StepState, context: dict[str, Any],
+        self,
+        ctx: _Run,
+        params_template: Any,
+        state: StepState,
+        context: dict[str, Any],
         previous: tuple[str, dict[str, Any]] | None,
     ) -> None:
         state.status = RUNNING
@@ -288,11 +338,18 @@ class BuildRunner:
                 params = await anyio.to_thread.run_sync(params_template.render, context)
             state.params = params
             entry = await self.tools.resolve(state.tool)
-            args, sources = fill_required(entry.spec, params, previous[0] if previous else None,
-                                          previous[1] if previous else {}, ctx.payload)
+            args, sources = fill_required(
+                entry.spec, params, previous[0] if previous else None, previous[1] if previous else {}, ctx.payload
+            )
             state.params, state.param_sources = args, sources
-            call_ctx = evolve(self.context, run_id=ctx.run_id, agent_tools=ctx.plan.tools,
-                              security=ctx.plan.security, timeout_ms=self._timeout_ms(entry.spec), settle_later=True)
+            call_ctx = evolve(
+                self.context,
+                run_id=ctx.run_id,
+                agent_tools=ctx.plan.tools,
+                security=ctx.plan.security,
+                timeout_ms=self._timeout_ms(entry.spec),
+                settle_later=True,
+            )
             outcome = await self.tools.call(entry, args, call_ctx)
             if outcome.settle is not None:
                 ctx.unsettled.append((state, outcome.settle))
@@ -352,9 +409,14 @@ class _Run:
 
 def _step_values(step: StepState) -> dict[str, Any]:
     return {
-        "status": step.status, "params": step.params, "param_sources": step.param_sources,
-        "result": step.result.to_json() if step.result else None, "error": step.error,
-        "started_at": step.started_at, "ended_at": step.ended_at, "duration_ms": step.duration_ms,
+        "status": step.status,
+        "params": step.params,
+        "param_sources": step.param_sources,
+        "result": step.result.to_json() if step.result else None,
+        "error": step.error,
+        "started_at": step.started_at,
+        "ended_at": step.ended_at,
+        "duration_ms": step.duration_ms,
     }
 
 
@@ -370,8 +432,11 @@ def _apply(state: StepState, outcome: CallOutcome) -> None:
     elif outcome.status is CallStatus.TIMED_OUT:
         timeout_ms = outcome.record.timeout_ms if outcome.record is not None else None
         state.status = FAILED
-        state.error = (f"tool '{tool}' timed out after {timeout_ms / 1000:g} s" if timeout_ms else
-                       outcome.error or f"tool '{tool}' timed out")
+        state.error = (
+            f"tool '{tool}' timed out after {timeout_ms / 1000:g} s"
+            if timeout_ms
+            else outcome.error or f"tool '{tool}' timed out"
+        )
     elif outcome.status is CallStatus.CANCELLED:
         state.status = CANCELLED
         state.error = f"execution {outcome.execution_id} of '{tool}' was cancelled: {outcome.reason or 'cancelled'}"

@@ -30,14 +30,21 @@ FLUSH_INTERVAL_S = 0.05
 class StepWriter:
     """Background, batching writer of one run's step records."""
 
-    def __init__(self, store: Store, run_id: str, *, snapshot: Callable[[Any], Mapping[str, Any]] = dict,
-                 flush_interval_s: float = FLUSH_INTERVAL_S, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        *,
+        snapshot: Callable[[Any], Mapping[str, Any]] = dict,
+        flush_interval_s: float = FLUSH_INTERVAL_S,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    ) -> None:
         """Args:
-            store: Where the step records go.
-            run_id: The run whose steps these are.
-            snapshot: A step's column values as they are now (by default the step is a mapping of them).
-            flush_interval_s: How long a handed-over step may wait for its write.
-            max_result_bytes: Largest stored result (bytes of compact JSON), as an execution's.
+        store: Where the step records go.
+        run_id: The run whose steps these are.
+        snapshot: A step's column values as they are now (by default the step is a mapping of them).
+        flush_interval_s: How long a handed-over step may wait for its write.
+        max_result_bytes: Largest stored result (bytes of compact JSON), as an execution's.
         """
         self.store = store
         self.snapshot = snapshot

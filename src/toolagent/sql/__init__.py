@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING, Any
 # Names load on first use: importing `toolagent.sql.names` (agent validation does, for the
 # table allowlist's identifier rules) must not pay for sqlglot.
 _EXPORTS = {
-    "SqlGuard": ".guard", "check_sql": ".guard",
-    "DEFAULT_DENIED_OPERATIONS": ".policy", "DEFAULT_MAX_BYTES": ".policy", "SqlDecision": ".policy",
+    "SqlGuard": ".guard",
+    "check_sql": ".guard",
+    "DEFAULT_DENIED_OPERATIONS": ".policy",
+    "DEFAULT_MAX_BYTES": ".policy",
+    "SqlDecision": ".policy",
     "SqlPolicy": ".policy",
 }
 

@@ -136,7 +136,6 @@ def quoted_builtin_reason(name: str) -> str:
     return f'function "{name}" is not allowed (quoted function names are case-sensitive)'
 
 
-
 def written_name(node: exp.Func) -> str | None:
     """The folded function name as written in the SQL, when the guard recorded it (see guard.py)."""
     text = node.meta.get(SOURCE_NAME_META)

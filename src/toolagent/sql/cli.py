@@ -61,7 +61,9 @@ def check(
         None, "--allowed-tables", help="Comma-separated table allowlist (PostgreSQL identifier rules)."
     ),
     deny: str | None = typer.Option(
-        None, "--deny", help="Comma-separated denied operations; replaces the defaults (DROP,TRUNCATE,ALTER,DELETE,UPDATE)."
+        None,
+        "--deny",
+        help="Comma-separated denied operations; replaces the defaults (DROP,TRUNCATE,ALTER,DELETE,UPDATE).",
     ),
     dialect: str = typer.Option("postgres", "--dialect", help="sqlglot dialect used to parse."),
     max_bytes: int = typer.Option(DEFAULT_MAX_BYTES, "--max-bytes", help="Largest accepted SQL size in UTF-8 bytes."),

@@ -51,7 +51,9 @@ class SqlPolicy:
         if self.allowed_tables is not None:
             object.__setattr__(self, "allowed_tables", frozenset(self.allowed_tables))
         object.__setattr__(
-            self, "allowed_catalog_tables", frozenset(normalize_table_name(t) for t in self.allowed_catalog_tables if t.strip())
+            self,
+            "allowed_catalog_tables",
+            frozenset(normalize_table_name(t) for t in self.allowed_catalog_tables if t.strip()),
         )
         if isinstance(self.max_bytes, bool) or not isinstance(self.max_bytes, int) or self.max_bytes <= 0:
             raise ValueError(f"max_bytes must be a positive integer, got {self.max_bytes!r}")

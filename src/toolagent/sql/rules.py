@@ -262,7 +262,9 @@ def rule_ambiguous_strings(statement: exp.Expression, policy: SqlPolicy) -> list
     """
     for node in statement.find_all(exp.Literal):
         if node.is_string and ("\\'" in node.this or node.this.endswith("\\")):
-            return ["string literal with a backslash before a quote is ambiguous (it depends on standard_conforming_strings)"]
+            return [
+                "string literal with a backslash before a quote is ambiguous (it depends on standard_conforming_strings)"
+            ]
     return []
 
 

@@ -57,7 +57,6 @@ READ_QUERY_NODES: tuple[type[exp.Expression], ...] = (exp.Select, exp.SetOperati
 LEADING_WORD = re.compile(r'\s*"?([A-Za-z_][A-Za-z0-9_$]*)')
 
 
-
 # --- helpers over the AST ------------------------------------------------------------------
 
 
@@ -172,7 +171,7 @@ def table_references(statement: exp.Expression) -> list[TableName]:
                 name = cte_name(cte)
                 if name is not None:
                     seen = seen | {name}
-            for key, value in node.args.items():
+            for value in node.args.values():
                 if value is with_:
                     continue
                 for child in value if isinstance(value, list) else [value]:

@@ -7,10 +7,10 @@ import logging
 from collections.abc import AsyncIterator
 
 from .agents import AgentStore, UpsertOutcome
+from .db import DATABASE_URL_ENV, Database, default_url, normalize_url
 from .orgs import OrgRows
 from .queue import QueueStore
 from .runs import DeliverableRow, RunRow, RunStore, StepRow
-from .db import DATABASE_URL_ENV, Database, default_url, normalize_url
 
 logger = logging.getLogger(__name__)
 
@@ -51,5 +51,16 @@ async def open_store(url: str | None = None) -> AsyncIterator[Store]:
 
 
 __all__ = [
-    "DATABASE_URL_ENV", "AgentStore", "Database", "DeliverableRow", "RunRow", "RunStore", "StepRow", "Store", "UpsertOutcome",
-    "default_url", "normalize_url", "open_store"]
+    "DATABASE_URL_ENV",
+    "AgentStore",
+    "Database",
+    "DeliverableRow",
+    "RunRow",
+    "RunStore",
+    "StepRow",
+    "Store",
+    "UpsertOutcome",
+    "default_url",
+    "normalize_url",
+    "open_store",
+]

@@ -16,8 +16,18 @@ from .orgs import OrgRows
 UpsertOutcome = Literal["inserted", "updated", "unchanged"]
 
 _CONTENT_FIELDS = (
-    "display_name", "agent_type", "mode_profile", "status", "yaml", "description", "context",
-    "plan_structure", "deliverable_structure", "io_schema", "config", "version",
+    "display_name",
+    "agent_type",
+    "mode_profile",
+    "status",
+    "yaml",
+    "description",
+    "context",
+    "plan_structure",
+    "deliverable_structure",
+    "io_schema",
+    "config",
+    "version",
 )
 
 
@@ -59,8 +69,15 @@ class AgentStore:
         current = conn.execute(sa.select(t.agents).where(key)).first()
         if current is None:
             OrgRows.ensure_in(conn, record.organization_slug, now)
-            conn.execute(t.agents.insert().values(
-                organization_slug=record.organization_slug, slug=record.slug, created_at=now, updated_at=now, **values))
+            conn.execute(
+                t.agents.insert().values(
+                    organization_slug=record.organization_slug,
+                    slug=record.slug,
+                    created_at=now,
+                    updated_at=now,
+                    **values,
+                )
+            )
             outcome: UpsertOutcome = "inserted"
         elif all(current._mapping[k] == v for k, v in values.items()):
             outcome = "unchanged"
@@ -91,11 +108,15 @@ class AgentStore:
             NotFound: no such agent.
         """
         async with self.db.begin() as conn:
-            row = (await conn.execute(
-                sa.select(t.agents).where((t.agents.c.organization_slug == org) & (t.agents.c.slug == slug))
-            )).first()
+            row = (
+                await conn.execute(
+                    sa.select(t.agents).where((t.agents.c.organization_slug == org) & (t.agents.c.slug == slug))
+                )
+            ).first()
         if row is None:
-            raise NotFound(f"agent '{org}/{slug}' not found: seed it with `toolagent seed` or `toolagent agents upsert FILE`")
+            raise NotFound(
+                f"agent '{org}/{slug}' not found: seed it with `toolagent seed` or `toolagent agents upsert FILE`"
+            )
         return _to_record(row)
 
     async def list_agents(self, org: str | None = None) -> list[AgentRecord]:

@@ -47,25 +47,39 @@ class AuditRows:
         # statement with inline values costs more than executing it.
         head = audit_head.c
         # SQLite: one statement both takes the write lock and reads the head.
-        self._claim_head = Prepared(audit_head.update().where(head.id == 1).values(updated_at=sa.bindparam("b_now"))
-                                    .returning(head.seq, head.hash))
+        self._claim_head = Prepared(
+            audit_head.update()
+            .where(head.id == 1)
+            .values(updated_at=sa.bindparam("b_now"))
+            .returning(head.seq, head.hash)
+        )
         # PostgreSQL: one statement both takes the head row's lock and reads it.
         self._lock_head = Prepared(sa.select(head.seq, head.hash).where(head.id == 1).with_for_update())
         self._insert_row = Prepared(audit_log.insert())
         self._insert_head = audit_head.insert()
-        move = audit_head.update().where(head.id == 1).values(
-            seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now"))
+        move = (
+            audit_head.update()
+            .where(head.id == 1)
+            .values(seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"), updated_at=sa.bindparam("b_now"))
+        )
         self._move_head = Prepared(move)
         # SQLite: the move, only from the head this process last wrote.
-        self._move_head_from = Prepared(move.where((head.seq == sa.bindparam("b_old_seq"))
-                                                   & (head.hash == sa.bindparam("b_old_hash"))))
+        self._move_head_from = Prepared(
+            move.where((head.seq == sa.bindparam("b_old_seq")) & (head.hash == sa.bindparam("b_old_hash")))
+        )
         self._last_head: tuple[int, str] | None = None
         """The head as this process's last append left it (SQLite), which may not have committed."""
         # PostgreSQL: a lone row's insert and the head's move in one statement (one round trip).
         self._insert_row_moving_head = Prepared(audit_log.insert().add_cte(move.cte("moved_head")))
 
-    def append_in(self, conn: sa.Connection, values: Mapping[str, Any], now: datetime, row_hash: RowHash,
-                  genesis: str = GENESIS_HASH) -> int:
+    def append_in(
+        self,
+        conn: sa.Connection,
+        values: Mapping[str, Any],
+        now: datetime,
+        row_hash: RowHash,
+        genesis: str = GENESIS_HASH,
+    ) -> int:
         """Add a row with `values` at the end of the chain (the first row chains to `genesis`),
         inside the caller's transaction.
 
@@ -77,8 +91,14 @@ class AuditRows:
         """
         return self.append_many_in(conn, [values], now, row_hash, genesis)[0]
 
-    def append_many_in(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]], now: datetime,
-                       row_hash: RowHash, genesis: str = GENESIS_HASH) -> list[int]:
+    def append_many_in(
+        self,
+        conn: sa.Connection,
+        rows: Sequence[Mapping[str, Any]],
+        now: datetime,
+        row_hash: RowHash,
+        genesis: str = GENESIS_HASH,
+    ) -> list[int]:
         """Add rows at the end of the chain, in order, inside the caller's transaction: one lock,
         one read of the head, one insert of every row, one update of the head (on SQLite, usually
         the update alone: the module docstring).
@@ -94,8 +114,13 @@ class AuditRows:
         if self.db.is_sqlite and self._last_head is not None:
             seq, prev_hash = self._last_head
             chained = _chained(rows, now, row_hash, seq, prev_hash)
-            moved = {"b_seq": chained[-1]["seq"], "b_hash": chained[-1]["hash"], "b_now": now,
-                     "b_old_seq": seq, "b_old_hash": prev_hash}
+            moved = {
+                "b_seq": chained[-1]["seq"],
+                "b_hash": chained[-1]["hash"],
+                "b_now": now,
+                "b_old_seq": seq,
+                "b_old_hash": prev_hash,
+            }
             if self._move_head_from.execute(conn, moved).rowcount == 1:
                 self._insert_row.execute(conn, chained[0] if len(chained) == 1 else chained)
                 self._last_head = (moved["b_seq"], moved["b_hash"])
@@ -116,8 +141,10 @@ class AuditRows:
                 head = self._lock_head.execute(conn, {}).first()
         if head is None:
             if conn.scalar(sa.select(sa.func.count()).select_from(audit_log)):
-                raise AuditChainBroken("the audit chain head is missing but audit rows exist: "
-                                       "the audit log was tampered with; run `toolagent audit verify`")
+                raise AuditChainBroken(
+                    "the audit chain head is missing but audit rows exist: "
+                    "the audit log was tampered with; run `toolagent audit verify`"
+                )
             seq, prev_hash = 0, genesis
         else:
             seq, prev_hash = int(head.seq), str(head.hash)
@@ -150,8 +177,9 @@ class AuditRows:
         async with self.db.begin() as conn:
             return list(await conn.execute(q))
 
-    async def find(self, filters: Mapping[str, str | None], *, since: datetime | None, limit: int,
-                   newest_first: bool) -> list[Any]:
+    async def find(
+        self, filters: Mapping[str, str | None], *, since: datetime | None, limit: int, newest_first: bool
+    ) -> list[Any]:
         """Rows whose columns equal every non-None value of `filters` (recorded at or after `since`),
         oldest first (or newest first), at most `limit`."""
         q = sa.select(audit_log)
@@ -165,8 +193,9 @@ class AuditRows:
             return list(await conn.execute(q))
 
 
-def _chained(rows: Sequence[Mapping[str, Any]], now: datetime, row_hash: RowHash, seq: int,
-             prev_hash: str) -> list[dict[str, Any]]:
+def _chained(
+    rows: Sequence[Mapping[str, Any]], now: datetime, row_hash: RowHash, seq: int, prev_hash: str
+) -> list[dict[str, Any]]:
     """`rows` as stored after the row `seq` whose hash is `prev_hash`: numbered and hashed in order."""
     chained: list[dict[str, Any]] = []
     for values in rows:

@@ -18,7 +18,8 @@ from .tables import TS, metadata
 SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 audit_log = sa.Table(
-    "audit_log", metadata,
+    "audit_log",
+    metadata,
     sa.Column("seq", SEQ, primary_key=True, autoincrement=False),
     sa.Column("recorded_at", TS, nullable=False),
     sa.Column("event", sa.Text, nullable=False),
@@ -44,7 +45,8 @@ audit_log = sa.Table(
 )
 
 audit_head = sa.Table(
-    "audit_head", metadata,
+    "audit_head",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("seq", SEQ, nullable=False),
     sa.Column("hash", sa.String(64), nullable=False),

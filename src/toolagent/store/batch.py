@@ -175,24 +175,33 @@ class BatchStats:
 class GroupCommit:
     """Batches `submit`ted writes into shared transactions; see the module docstring."""
 
-    def __init__(self, db: Database, *, window_s: float = DEFAULT_WINDOW_S, max_size: int = DEFAULT_MAX_SIZE,
-                 seal: Seal | None = None, idle_s: float = IDLE_S,
-                 company: Callable[[], bool] | None = None, crowd: Callable[[], bool] | None = None,
-                 company_wait_s: float = COMPANY_WAIT_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        window_s: float = DEFAULT_WINDOW_S,
+        max_size: int = DEFAULT_MAX_SIZE,
+        seal: Seal | None = None,
+        idle_s: float = IDLE_S,
+        company: Callable[[], bool] | None = None,
+        crowd: Callable[[], bool] | None = None,
+        company_wait_s: float = COMPANY_WAIT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """Args:
-            db: The store.
-            window_s: Longest wait for more writes once two are queued (0: never wait).
-            max_size: Most writes per transaction.
-            seal: Run once per batch after the writes, with their results (not their errors).
-            idle_s: A waiting batch closes once no write has joined for this long; a lone write
-                waits for company while writes have lately come less than this far apart.
-            company: Whether another write may be queued soon; when it answers False, a lone
-                write commits without first letting the event loop run the others' tasks, and
-                without waiting for company (None: always wait that one turn).
-            crowd: Whether other writers are under way, whose writes a lone write may wait for
-                (with writes coming less than `idle_s` apart); None: a lone write never waits.
-            company_wait_s: Longest wait of a lone write for company (never longer than `window_s`).
-            clock: Seconds, for the gaps between writes (tests drive it by hand).
+        db: The store.
+        window_s: Longest wait for more writes once two are queued (0: never wait).
+        max_size: Most writes per transaction.
+        seal: Run once per batch after the writes, with their results (not their errors).
+        idle_s: A waiting batch closes once no write has joined for this long; a lone write
+            waits for company while writes have lately come less than this far apart.
+        company: Whether another write may be queued soon; when it answers False, a lone
+            write commits without first letting the event loop run the others' tasks, and
+            without waiting for company (None: always wait that one turn).
+        crowd: Whether other writers are under way, whose writes a lone write may wait for
+            (with writes coming less than `idle_s` apart); None: a lone write never waits.
+        company_wait_s: Longest wait of a lone write for company (never longer than `window_s`).
+        clock: Seconds, for the gaps between writes (tests drive it by hand).
         """
         if max_size < 1:
             raise ValueError("max_size must be at least 1")
@@ -391,5 +400,17 @@ class GroupCommit:
             self.seal(conn, [w.value for w in batch if w.error is None])
 
 
-__all__ = ["COMPANY_WAIT_S", "DEFAULT_MAX_SIZE", "DEFAULT_WINDOW_S", "GAP_WEIGHT", "IDLE_S", "BatchStats", "GroupCommit", "Pending", "Seal", "TransactionState",
-           "read_once", "transaction_state"]
+__all__ = [
+    "COMPANY_WAIT_S",
+    "DEFAULT_MAX_SIZE",
+    "DEFAULT_WINDOW_S",
+    "GAP_WEIGHT",
+    "IDLE_S",
+    "BatchStats",
+    "GroupCommit",
+    "Pending",
+    "Seal",
+    "TransactionState",
+    "read_once",
+    "transaction_state",
+]

@@ -56,11 +56,11 @@ def normalize_url(url: str) -> str:
     if "://" not in url:
         return f"sqlite+aiosqlite:///{Path(url).expanduser().resolve()}"
     if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
+        url = "postgresql://" + url[len("postgres://") :]
     if url.startswith("postgresql://"):
-        return _checked_url("postgresql+psycopg://" + url[len("postgresql://"):])
+        return _checked_url("postgresql+psycopg://" + url[len("postgresql://") :])
     if url.startswith("sqlite:///"):
-        return _checked_url("sqlite+aiosqlite:///" + url[len("sqlite:///"):])
+        return _checked_url("sqlite+aiosqlite:///" + url[len("sqlite:///") :])
     if url.startswith(("postgresql+psycopg://", "sqlite+aiosqlite://")):
         return _checked_url(url)
     raise UsageError(
@@ -104,12 +104,16 @@ class Database:
             if path in ("", ":memory:") or "mode=memory" in path:
                 # Each of the store's connections (the async pool's, the inline writer's, the
                 # reader's) would open a database of its own: the first write finds no tables.
-                raise UsageError(f"an in-memory SQLite store cannot be used ({self.url}): give --db / {DATABASE_URL_ENV} "
-                                 "a file path, e.g. sqlite+aiosqlite:///./.toolagent/toolagent.db (a temporary file for "
-                                 "a throwaway store)")
+                raise UsageError(
+                    f"an in-memory SQLite store cannot be used ({self.url}): give --db / {DATABASE_URL_ENV} "
+                    "a file path, e.g. sqlite+aiosqlite:///./.toolagent/toolagent.db (a temporary file for "
+                    "a throwaway store)"
+                )
             if Path(path).is_dir():
-                raise UsageError(f"the SQLite store {path} is a directory: give --db / {DATABASE_URL_ENV} a file path, "
-                                 "e.g. sqlite+aiosqlite:///./.toolagent/toolagent.db")
+                raise UsageError(
+                    f"the SQLite store {path} is a directory: give --db / {DATABASE_URL_ENV} a file path, "
+                    "e.g. sqlite+aiosqlite:///./.toolagent/toolagent.db"
+                )
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.engine: AsyncEngine = create_async_engine(self.url, connect_args={"timeout": 30})
             event.listen(self.engine.sync_engine, "connect", sqlite_pragmas)
@@ -227,8 +231,9 @@ class Database:
             if self._sync_engine is None:
                 if self.is_sqlite:
                     self._sync_engine = sqlite_sync_engine(self.url, busy_timeout_ms=30_000)
-                    self._inline_engine = sqlite_sync_engine(self.url, busy_timeout_ms=0,
-                                                              autocheckpoint_pages=INLINE_AUTOCHECKPOINT_PAGES)
+                    self._inline_engine = sqlite_sync_engine(
+                        self.url, busy_timeout_ms=0, autocheckpoint_pages=INLINE_AUTOCHECKPOINT_PAGES
+                    )
                     self._reader = sqlite_sync_engine(self.url, busy_timeout_ms=0, immediate=False)
                 else:
                     # As many kept connections as writers: an overflow connection is closed when

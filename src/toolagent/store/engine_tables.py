@@ -38,7 +38,8 @@ from .tables import JSON, TS, metadata
 BIGINT = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 users = sa.Table(
-    "users", metadata,
+    "users",
+    metadata,
     sa.Column("name", sa.String(200), primary_key=True),
     sa.Column("level", sa.String(20), nullable=False),
     sa.Column("plan", sa.String(20), nullable=False),
@@ -47,7 +48,8 @@ users = sa.Table(
 )
 
 api_keys = sa.Table(
-    "api_keys", metadata,
+    "api_keys",
+    metadata,
     sa.Column("id", sa.String(40), primary_key=True),
     sa.Column("user_name", sa.String(200), sa.ForeignKey("users.name", ondelete="CASCADE"), nullable=False),
     sa.Column("label", sa.String(200)),
@@ -82,7 +84,8 @@ def _history_index(name: str, *columns: str) -> sa.Index:
 
 
 executions = sa.Table(
-    "executions", metadata,
+    "executions",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("tool", sa.String(300), nullable=False),
     sa.Column("category", sa.String(20), nullable=False),
@@ -122,7 +125,8 @@ executions = sa.Table(
 )
 
 execution_totals = sa.Table(
-    "execution_totals", metadata,
+    "execution_totals",
+    metadata,
     sa.Column("tool", sa.String(300), primary_key=True),
     sa.Column("user_name", sa.String(200), primary_key=True),
     sa.Column("status", sa.String(20), primary_key=True),
@@ -135,14 +139,16 @@ execution_totals = sa.Table(
 )
 
 execution_buckets = sa.Table(
-    "execution_buckets", metadata,
+    "execution_buckets",
+    metadata,
     sa.Column("tool", sa.String(300), primary_key=True),
     sa.Column("bucket", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("calls", BIGINT, nullable=False),
 )
 
 limit_counters = sa.Table(
-    "limit_counters", metadata,
+    "limit_counters",
+    metadata,
     sa.Column("key", sa.String(600), primary_key=True),
     sa.Column("window_no", BIGINT, nullable=False),
     sa.Column("calls", BIGINT, nullable=False),
@@ -151,20 +157,23 @@ limit_counters = sa.Table(
 #: One row (id 1) whose `epoch` rises with every key revocation and every change of a user's level
 #: or plan: processes that cache API keys drop their cache when it moves (`store.principals`).
 principal_epoch = sa.Table(
-    "principal_epoch", metadata,
+    "principal_epoch",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("epoch", BIGINT, nullable=False),
 )
 
 run_cancellations = sa.Table(
-    "run_cancellations", metadata,
+    "run_cancellations",
+    metadata,
     sa.Column("run_id", sa.String(64), primary_key=True),
     sa.Column("requested_by", sa.String(200), nullable=False),
     sa.Column("requested_at", TS, nullable=False),
 )
 
 organizations = sa.Table(
-    "organizations", metadata,
+    "organizations",
+    metadata,
     sa.Column("slug", sa.String(200), primary_key=True),
     sa.Column("created_at", TS, nullable=False),
     sa.Column("created_by", sa.String(200)),
@@ -172,7 +181,8 @@ organizations = sa.Table(
 
 # A user's role in an organization (migration 8): `viewer`, `editor` or `admin` (`engine.ownership`).
 org_members = sa.Table(
-    "org_members", metadata,
+    "org_members",
+    metadata,
     sa.Column("org_slug", sa.String(200), sa.ForeignKey("organizations.slug", ondelete="CASCADE"), primary_key=True),
     sa.Column("user_name", sa.String(200), sa.ForeignKey("users.name", ondelete="CASCADE"), primary_key=True),
     sa.Column("role", sa.String(20), nullable=False),
@@ -182,5 +192,13 @@ org_members = sa.Table(
 )
 
 #: Every table of the engine, in creation order (the migration creates them in this order).
-ENGINE_TABLES = (users, api_keys, executions, execution_totals, execution_buckets, limit_counters, run_cancellations,
-                 principal_epoch)
+ENGINE_TABLES = (
+    users,
+    api_keys,
+    executions,
+    execution_totals,
+    execution_buckets,
+    limit_counters,
+    run_cancellations,
+    principal_epoch,
+)

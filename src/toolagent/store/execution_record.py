@@ -32,7 +32,21 @@ INTERRUPTED: Final = "interrupted"
 ORPHAN_GRACE_S: Final = 60.0
 #: Upper bounds (seconds) of the per-tool duration buckets (the Prometheus histogram's).
 DURATION_BUCKETS_S: Final[tuple[float, ...]] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
 )
 BOUNDS_MS: Final = tuple(b * 1000 for b in DURATION_BUCKETS_S)
 
@@ -117,13 +131,27 @@ class Execution:
     def to_json(self, *, now: datetime | None = None) -> dict[str, Any]:
         """API form: the getToolStatus / history field names, plus the engine's own."""
         data: dict[str, Any] = {
-            "id": self.id, "toolName": self.tool, "category": self.category, "risk": self.risk, "status": self.status,
-            "userId": self.user, "level": self.level, "apiKeyId": self.api_key_id, "sessionId": self.session_id,
-            "runId": self.run_id, "metadata": dict(self.metadata) if self.metadata is not None else None,
-            "arguments": self.arguments, "timeout": self.timeout_ms, "startTime": _iso(self.started_at),
-            "endTime": _iso(self.ended_at), "executionTime": self.duration_ms,
-            "result": self.result.to_json() if self.result is not None else None, "error": self.error,
-            "reason": self.reason, "denied": self.denied, "denial": self.denial,
+            "id": self.id,
+            "toolName": self.tool,
+            "category": self.category,
+            "risk": self.risk,
+            "status": self.status,
+            "userId": self.user,
+            "level": self.level,
+            "apiKeyId": self.api_key_id,
+            "sessionId": self.session_id,
+            "runId": self.run_id,
+            "metadata": dict(self.metadata) if self.metadata is not None else None,
+            "arguments": self.arguments,
+            "timeout": self.timeout_ms,
+            "startTime": _iso(self.started_at),
+            "endTime": _iso(self.ended_at),
+            "executionTime": self.duration_ms,
+            "result": self.result.to_json() if self.result is not None else None,
+            "error": self.error,
+            "reason": self.reason,
+            "denied": self.denied,
+            "denial": self.denial,
         }
         if self.status == ExecutionStatus.RUNNING:
             data["runningTime"] = self.running_time_ms(now or datetime.now(UTC))
@@ -138,29 +166,64 @@ class Execution:
         result = None
         if isinstance(raw, dict):
             result = ToolResult.from_json(raw)
-        owner = Owner(m["owner_pid"], m["owner_host"] or "", m["owner_boot"] or "") if m["owner_pid"] is not None else None
+        owner = (
+            Owner(m["owner_pid"], m["owner_host"] or "", m["owner_boot"] or "") if m["owner_pid"] is not None else None
+        )
         return cls(
-            id=m["id"], tool=m["tool"], category=m["category"], risk=m["risk"], status=m["status"], user=m["user_name"],
-            started_at=as_utc(m["started_at"]), level=m["level"], api_key_id=m["api_key_id"],  # type: ignore[arg-type]
-            session_id=m["session_id"], run_id=m["run_id"], metadata=m["metadata"], arguments=m["arguments"],
-            timeout_ms=m["timeout_ms"], ended_at=as_utc(m["ended_at"]), duration_ms=m["duration_ms"], result=result,
-            error=m["error"], reason=m["reason"], denied=bool(m["denied"]), denial=m["denial"],
-            cancel_requested_by=m["cancel_requested_by"], owner=owner,
+            id=m["id"],
+            tool=m["tool"],
+            category=m["category"],
+            risk=m["risk"],
+            status=m["status"],
+            user=m["user_name"],
+            started_at=as_utc(m["started_at"]),
+            level=m["level"],
+            api_key_id=m["api_key_id"],  # type: ignore[arg-type]
+            session_id=m["session_id"],
+            run_id=m["run_id"],
+            metadata=m["metadata"],
+            arguments=m["arguments"],
+            timeout_ms=m["timeout_ms"],
+            ended_at=as_utc(m["ended_at"]),
+            duration_ms=m["duration_ms"],
+            result=result,
+            error=m["error"],
+            reason=m["reason"],
+            denied=bool(m["denied"]),
+            denial=m["denial"],
+            cancel_requested_by=m["cancel_requested_by"],
+            owner=owner,
         )
 
 
 def row_values(execution: Execution) -> dict[str, Any]:
     """The `executions` columns of a record, secrets masked (arguments, metadata, result, error, reason)."""
     owner = execution.owner
-    return redact_values({
-        "id": execution.id, "tool": execution.tool, "category": execution.category, "risk": execution.risk,
-        "denied": execution.denied, "denial": execution.denial, "user_name": execution.user,
-        "level": execution.level, "api_key_id": execution.api_key_id, "session_id": execution.session_id,
-        "run_id": execution.run_id, "metadata": dict(execution.metadata) if execution.metadata is not None else None,
-        "arguments": execution.arguments, "timeout_ms": execution.timeout_ms, "started_at": execution.started_at,
-        **_final_fields(execution), "owner_pid": owner.pid if owner else None,
-        "owner_host": owner.host if owner else None, "owner_boot": owner.boot if owner else None,
-    }, data=("arguments", "metadata", "result"), text=("error", "reason"))
+    return redact_values(
+        {
+            "id": execution.id,
+            "tool": execution.tool,
+            "category": execution.category,
+            "risk": execution.risk,
+            "denied": execution.denied,
+            "denial": execution.denial,
+            "user_name": execution.user,
+            "level": execution.level,
+            "api_key_id": execution.api_key_id,
+            "session_id": execution.session_id,
+            "run_id": execution.run_id,
+            "metadata": dict(execution.metadata) if execution.metadata is not None else None,
+            "arguments": execution.arguments,
+            "timeout_ms": execution.timeout_ms,
+            "started_at": execution.started_at,
+            **_final_fields(execution),
+            "owner_pid": owner.pid if owner else None,
+            "owner_host": owner.host if owner else None,
+            "owner_boot": owner.boot if owner else None,
+        },
+        data=("arguments", "metadata", "result"),
+        text=("error", "reason"),
+    )
 
 
 def final_values(execution: Execution) -> dict[str, Any]:
@@ -171,11 +234,26 @@ def final_values(execution: Execution) -> dict[str, Any]:
 
 def _final_fields(execution: Execution) -> dict[str, Any]:
     return {
-        "status": execution.status, "ended_at": execution.ended_at, "duration_ms": execution.duration_ms,
-        "result": execution.result.to_json() if execution.result is not None else None, "error": execution.error,
+        "status": execution.status,
+        "ended_at": execution.ended_at,
+        "duration_ms": execution.duration_ms,
+        "result": execution.result.to_json() if execution.result is not None else None,
+        "error": execution.error,
         "reason": execution.reason,
     }
 
 
-__all__ = ["BOUNDS_MS", "DURATION_BUCKETS_S", "FINAL_STATUSES", "INTERRUPTED", "MAX_TIMEOUT_MS", "MIN_TIMEOUT_MS",
-           "ORPHAN_GRACE_S", "STATUSES", "Execution", "bucket_index", "final_values", "row_values"]
+__all__ = [
+    "BOUNDS_MS",
+    "DURATION_BUCKETS_S",
+    "FINAL_STATUSES",
+    "INTERRUPTED",
+    "MAX_TIMEOUT_MS",
+    "MIN_TIMEOUT_MS",
+    "ORPHAN_GRACE_S",
+    "STATUSES",
+    "Execution",
+    "bucket_index",
+    "final_values",
+    "row_values",
+]

@@ -45,8 +45,9 @@ from .prepared import Prepared
 
 _T = et.executions
 #: Who cancelled a run (read at every admission of one of its calls; built once).
-_RUN_CANCELLED_BY = Prepared(sa.select(et.run_cancellations.c.requested_by).where(
-    et.run_cancellations.c.run_id == sa.bindparam("b_run_id")))
+_RUN_CANCELLED_BY = Prepared(
+    sa.select(et.run_cancellations.c.requested_by).where(et.run_cancellations.c.run_id == sa.bindparam("b_run_id"))
+)
 _TOT = et.execution_totals
 _BKT = et.execution_buckets
 
@@ -56,8 +57,10 @@ def _bucket_sql(column: Any) -> Any:
 
 
 _CANCEL_REQUESTS = sa.select(_T.c.id, _T.c.cancel_requested_by).where(
-    _T.c.id.in_(sa.bindparam("ids", expanding=True)) & _T.c.cancel_requested_by.is_not(None)
-    & (_T.c.status == ExecutionStatus.RUNNING))
+    _T.c.id.in_(sa.bindparam("ids", expanding=True))
+    & _T.c.cancel_requested_by.is_not(None)
+    & (_T.c.status == ExecutionStatus.RUNNING)
+)
 
 
 def _cancel_requests_in(conn: sa.Connection, ids: list[str]) -> dict[str, str]:
@@ -89,21 +92,35 @@ class ExecutionStore:
         # Built once: these run with every execution.
         self._insert_row = Prepared(_T.insert())
         self._finish_row = Prepared(
-            _T.update().where((_T.c.id == sa.bindparam("k_id")) & (_T.c.status == ExecutionStatus.RUNNING)))
+            _T.update().where((_T.c.id == sa.bindparam("k_id")) & (_T.c.status == ExecutionStatus.RUNNING))
+        )
         insert = sqlite.insert if db.is_sqlite else postgresql.insert
         ins = insert(_TOT)
         x = ins.excluded
-        self._upsert_totals = Prepared(ins.on_conflict_do_update(
-            index_elements=[_TOT.c.tool, _TOT.c.user_name, _TOT.c.status, _TOT.c.denial],
-            set_={"calls": _TOT.c.calls + x.calls, "timed": _TOT.c.timed + x.timed,
-                  "duration_sum_ms": _TOT.c.duration_sum_ms + x.duration_sum_ms, "category": x.category,
-                  "last_started_at": sa.case(
-                      (_TOT.c.last_started_at.is_(None) | (x.last_started_at > _TOT.c.last_started_at), x.last_started_at),
-                      else_=_TOT.c.last_started_at)},
-        ))
+        self._upsert_totals = Prepared(
+            ins.on_conflict_do_update(
+                index_elements=[_TOT.c.tool, _TOT.c.user_name, _TOT.c.status, _TOT.c.denial],
+                set_={
+                    "calls": _TOT.c.calls + x.calls,
+                    "timed": _TOT.c.timed + x.timed,
+                    "duration_sum_ms": _TOT.c.duration_sum_ms + x.duration_sum_ms,
+                    "category": x.category,
+                    "last_started_at": sa.case(
+                        (
+                            _TOT.c.last_started_at.is_(None) | (x.last_started_at > _TOT.c.last_started_at),
+                            x.last_started_at,
+                        ),
+                        else_=_TOT.c.last_started_at,
+                    ),
+                },
+            )
+        )
         bins = insert(_BKT)
-        self._upsert_buckets = Prepared(bins.on_conflict_do_update(
-            index_elements=[_BKT.c.tool, _BKT.c.bucket], set_={"calls": _BKT.c.calls + bins.excluded.calls}))
+        self._upsert_buckets = Prepared(
+            bins.on_conflict_do_update(
+                index_elements=[_BKT.c.tool, _BKT.c.bucket], set_={"calls": _BKT.c.calls + bins.excluded.calls}
+            )
+        )
 
     def _add_totals(self, conn: sa.Connection, ended: Sequence[_Ended]) -> None:
         """Count executions that ended into `execution_totals` and `execution_buckets` (same transaction)."""
@@ -119,8 +136,20 @@ class ExecutionStore:
                 buckets[key] = buckets.get(key, 0) + 1
             slot[4] = max(slot[4], e.started_at)
         # Sorted, so concurrent writers lock rows in one order.
-        rows = [{"tool": k[0], "user_name": k[1], "status": k[2], "denial": k[3], "category": v[0], "calls": v[1],
-                 "timed": v[2], "duration_sum_ms": v[3], "last_started_at": v[4]} for k, v in sorted(totals.items())]
+        rows = [
+            {
+                "tool": k[0],
+                "user_name": k[1],
+                "status": k[2],
+                "denial": k[3],
+                "category": v[0],
+                "calls": v[1],
+                "timed": v[2],
+                "duration_sum_ms": v[3],
+                "last_started_at": v[4],
+            }
+            for k, v in sorted(totals.items())
+        ]
         bins = [{"tool": k[0], "bucket": k[1], "calls": n} for k, n in sorted(buckets.items())]
         for stmt, params in ((self._upsert_totals, rows), (self._upsert_buckets, bins)):
             if params:
@@ -180,8 +209,9 @@ class ExecutionStore:
             row = (await conn.execute(sa.select(_T).where(_T.c.id == execution_id))).first()
         return Execution.from_row(row) if row is not None else None
 
-    async def running(self, *, user: str | None = None, run_id: str | None = None,
-                      categories: Collection[str] | None = None) -> list[Execution]:
+    async def running(
+        self, *, user: str | None = None, run_id: str | None = None, categories: Collection[str] | None = None
+    ) -> list[Execution]:
         """Running records (of one user, of one run, of these categories), oldest first."""
         query = sa.select(_T).where(_T.c.status == ExecutionStatus.RUNNING).order_by(_T.c.started_at, _T.c.id)
         if categories is not None:
@@ -205,7 +235,12 @@ class ExecutionStore:
     async def count_running(self) -> int:
         """Running executions in every process."""
         async with self.db.begin() as conn:
-            return int(await conn.scalar(sa.select(sa.func.count()).select_from(_T).where(_T.c.status == ExecutionStatus.RUNNING)) or 0)
+            return int(
+                await conn.scalar(
+                    sa.select(sa.func.count()).select_from(_T).where(_T.c.status == ExecutionStatus.RUNNING)
+                )
+                or 0
+            )
 
     async def cancel_requests(self, ids: Iterable[str]) -> dict[str, str]:
         """Of `ids`, those another process asked to cancel, with who asked.
@@ -222,8 +257,10 @@ class ExecutionStore:
         """Flag a running record for cancellation by its owning process; False if it is not running."""
         async with self.db.begin() as conn:
             result = await conn.execute(
-                _T.update().where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.RUNNING))
-                .values(cancel_requested_by=by, cancel_requested_at=now))
+                _T.update()
+                .where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.RUNNING))
+                .values(cancel_requested_by=by, cancel_requested_at=now)
+            )
         return bool(result.rowcount)
 
     async def request_run_cancel(self, run_id: str, by: str, now: datetime, *, user: str | None = None) -> list[str]:
@@ -244,11 +281,17 @@ class ExecutionStore:
         rc = et.run_cancellations
         async with self.db.begin() as conn:
             if user is not None:
-                mine = await conn.scalar(sa.select(_T.c.id).where((_T.c.run_id == run_id) & (_T.c.user_name == user)).limit(1))
+                mine = await conn.scalar(
+                    sa.select(_T.c.id).where((_T.c.run_id == run_id) & (_T.c.user_name == user)).limit(1)
+                )
                 if mine is None:
                     return []  # not this user's run: nothing to flag, and its later steps are not theirs to stop
-            ids = [r.id for r in await conn.execute(
-                _T.update().where(where).values(cancel_requested_by=by, cancel_requested_at=now).returning(_T.c.id))]
+            ids = [
+                r.id
+                for r in await conn.execute(
+                    _T.update().where(where).values(cancel_requested_by=by, cancel_requested_at=now).returning(_T.c.id)
+                )
+            ]
             exists = await conn.scalar(sa.select(rc.c.run_id).where(rc.c.run_id == run_id))
             if exists is None:
                 await conn.execute(rc.insert().values(run_id=run_id, requested_by=by, requested_at=now))
@@ -260,8 +303,17 @@ class ExecutionStore:
 
     async def close_interrupted(self, me: Owner, now: datetime) -> list[str]:
         """Close as `failed` / `interrupted` the running rows whose process is certainly gone (module docstring)."""
-        query = sa.select(_T.c.id, _T.c.tool, _T.c.user_name, _T.c.category, _T.c.started_at, _T.c.timeout_ms,
-                          _T.c.owner_pid, _T.c.owner_host, _T.c.owner_boot).where(_T.c.status == ExecutionStatus.RUNNING)
+        query = sa.select(
+            _T.c.id,
+            _T.c.tool,
+            _T.c.user_name,
+            _T.c.category,
+            _T.c.started_at,
+            _T.c.timeout_ms,
+            _T.c.owner_pid,
+            _T.c.owner_host,
+            _T.c.owner_boot,
+        ).where(_T.c.status == ExecutionStatus.RUNNING)
         async with self.db.begin() as conn:
             rows = (await conn.execute(query)).all()
         closed: list[str] = []
@@ -272,8 +324,13 @@ class ExecutionStore:
             if why is None:
                 continue
             duration_ms = max(0.0, (now - started).total_seconds() * 1000)
-            values = {"status": ExecutionStatus.FAILED, "ended_at": now, "reason": INTERRUPTED, "error": f"{INTERRUPTED}: {why}",
-                      "duration_ms": duration_ms}
+            values = {
+                "status": ExecutionStatus.FAILED,
+                "ended_at": now,
+                "reason": INTERRUPTED,
+                "error": f"{INTERRUPTED}: {why}",
+                "duration_ms": duration_ms,
+            }
             ended = _Ended(row.tool, row.user_name, ExecutionStatus.FAILED, "", row.category, duration_ms, started)
             if await self.db.write(self._end_in, row.id, values, ended):
                 closed.append(row.id)
@@ -286,33 +343,68 @@ class ExecutionStore:
         old = _T.c.status.in_(sorted(FINAL_STATUSES)) & (_T.c.ended_at < before)
         denial = sa.func.coalesce(_T.c.denial, "")
         async with self.db.begin() as conn:
-            gone = (await conn.execute(
-                sa.select(_T.c.tool, _T.c.user_name, _T.c.status, denial.label("denial"), sa.func.count().label("calls"),
-                          sa.func.count(_T.c.duration_ms).label("timed"),
-                          sa.func.coalesce(sa.func.sum(_T.c.duration_ms), 0.0).label("dsum"))
-                .where(old).group_by(_T.c.tool, _T.c.user_name, _T.c.status, denial)
-                .order_by(_T.c.tool, _T.c.user_name, _T.c.status, denial))).all()
+            gone = (
+                await conn.execute(
+                    sa.select(
+                        _T.c.tool,
+                        _T.c.user_name,
+                        _T.c.status,
+                        denial.label("denial"),
+                        sa.func.count().label("calls"),
+                        sa.func.count(_T.c.duration_ms).label("timed"),
+                        sa.func.coalesce(sa.func.sum(_T.c.duration_ms), 0.0).label("dsum"),
+                    )
+                    .where(old)
+                    .group_by(_T.c.tool, _T.c.user_name, _T.c.status, denial)
+                    .order_by(_T.c.tool, _T.c.user_name, _T.c.status, denial)
+                )
+            ).all()
             bucket = _bucket_sql(_T.c.duration_ms)
-            bins = (await conn.execute(
-                sa.select(_T.c.tool, bucket.label("bucket"), sa.func.count().label("calls"))
-                .where(old & _T.c.duration_ms.is_not(None)).group_by(_T.c.tool, bucket)
-                .order_by(_T.c.tool, bucket))).all()
+            bins = (
+                await conn.execute(
+                    sa.select(_T.c.tool, bucket.label("bucket"), sa.func.count().label("calls"))
+                    .where(old & _T.c.duration_ms.is_not(None))
+                    .group_by(_T.c.tool, bucket)
+                    .order_by(_T.c.tool, bucket)
+                )
+            ).all()
             result = await conn.execute(_T.delete().where(old))
             if gone:
-                key = ((_TOT.c.tool == sa.bindparam("k_tool")) & (_TOT.c.user_name == sa.bindparam("k_user"))
-                       & (_TOT.c.status == sa.bindparam("k_status")) & (_TOT.c.denial == sa.bindparam("k_denial")))
+                key = (
+                    (_TOT.c.tool == sa.bindparam("k_tool"))
+                    & (_TOT.c.user_name == sa.bindparam("k_user"))
+                    & (_TOT.c.status == sa.bindparam("k_status"))
+                    & (_TOT.c.denial == sa.bindparam("k_denial"))
+                )
                 await conn.execute(
-                    _TOT.update().where(key).values(calls=_TOT.c.calls - sa.bindparam("n_calls"),
-                                                    timed=_TOT.c.timed - sa.bindparam("n_timed"),
-                                                    duration_sum_ms=_TOT.c.duration_sum_ms - sa.bindparam("n_dsum")),
-                    [{"k_tool": g.tool, "k_user": g.user_name, "k_status": g.status, "k_denial": g.denial,
-                      "n_calls": g.calls, "n_timed": g.timed, "n_dsum": float(g.dsum)} for g in gone])
+                    _TOT.update()
+                    .where(key)
+                    .values(
+                        calls=_TOT.c.calls - sa.bindparam("n_calls"),
+                        timed=_TOT.c.timed - sa.bindparam("n_timed"),
+                        duration_sum_ms=_TOT.c.duration_sum_ms - sa.bindparam("n_dsum"),
+                    ),
+                    [
+                        {
+                            "k_tool": g.tool,
+                            "k_user": g.user_name,
+                            "k_status": g.status,
+                            "k_denial": g.denial,
+                            "n_calls": g.calls,
+                            "n_timed": g.timed,
+                            "n_dsum": float(g.dsum),
+                        }
+                        for g in gone
+                    ],
+                )
                 await conn.execute(_TOT.delete().where(_TOT.c.calls <= 0))
             if bins:
                 await conn.execute(
-                    _BKT.update().where((_BKT.c.tool == sa.bindparam("k_tool")) & (_BKT.c.bucket == sa.bindparam("k_bucket")))
+                    _BKT.update()
+                    .where((_BKT.c.tool == sa.bindparam("k_tool")) & (_BKT.c.bucket == sa.bindparam("k_bucket")))
                     .values(calls=_BKT.c.calls - sa.bindparam("n_calls")),
-                    [{"k_tool": b.tool, "k_bucket": b.bucket, "n_calls": b.calls} for b in bins])
+                    [{"k_tool": b.tool, "k_bucket": b.bucket, "n_calls": b.calls} for b in bins],
+                )
                 await conn.execute(_BKT.delete().where(_BKT.c.calls <= 0))
             await conn.execute(rc.delete().where(rc.c.requested_at < before))
         return int(result.rowcount or 0)
@@ -325,16 +417,42 @@ class ExecutionStore:
         async with self.db.begin() as conn:
             await conn.execute(_TOT.delete())
             await conn.execute(_BKT.delete())
-            await conn.execute(_TOT.insert().from_select(
-                ["tool", "user_name", "status", "denial", "category", "calls", "timed", "duration_sum_ms", "last_started_at"],
-                sa.select(_T.c.tool, _T.c.user_name, _T.c.status, denial, sa.func.max(_T.c.category), sa.func.count(),
-                          sa.func.count(_T.c.duration_ms), sa.func.coalesce(sa.func.sum(_T.c.duration_ms), 0.0),
-                          sa.func.max(_T.c.started_at))
-                .where(ended).group_by(_T.c.tool, _T.c.user_name, _T.c.status, denial)))
-            await conn.execute(_BKT.insert().from_select(
-                ["tool", "bucket", "calls"],
-                sa.select(_T.c.tool, bucket, sa.func.count()).where(ended & _T.c.duration_ms.is_not(None))
-                .group_by(_T.c.tool, bucket)))
+            await conn.execute(
+                _TOT.insert().from_select(
+                    [
+                        "tool",
+                        "user_name",
+                        "status",
+                        "denial",
+                        "category",
+                        "calls",
+                        "timed",
+                        "duration_sum_ms",
+                        "last_started_at",
+                    ],
+                    sa.select(
+                        _T.c.tool,
+                        _T.c.user_name,
+                        _T.c.status,
+                        denial,
+                        sa.func.max(_T.c.category),
+                        sa.func.count(),
+                        sa.func.count(_T.c.duration_ms),
+                        sa.func.coalesce(sa.func.sum(_T.c.duration_ms), 0.0),
+                        sa.func.max(_T.c.started_at),
+                    )
+                    .where(ended)
+                    .group_by(_T.c.tool, _T.c.user_name, _T.c.status, denial),
+                )
+            )
+            await conn.execute(
+                _BKT.insert().from_select(
+                    ["tool", "bucket", "calls"],
+                    sa.select(_T.c.tool, bucket, sa.func.count())
+                    .where(ended & _T.c.duration_ms.is_not(None))
+                    .group_by(_T.c.tool, bucket),
+                )
+            )
 
 
 def _orphaned(row: Any, me: Owner, now: datetime, started: datetime) -> str | None:

@@ -48,14 +48,28 @@ class Stats:
         """The statistics of two disjoint sets of executions together."""
         timed = self.timed + other.timed
         average = (self.average_ms * self.timed + other.average_ms * other.timed) / timed if timed else 0.0
-        return Stats(self.total + other.total, self.success + other.success, self.failed + other.failed,
-                     self.cancelled + other.cancelled, self.running + other.running, self.denied + other.denied,
-                     average, timed)
+        return Stats(
+            self.total + other.total,
+            self.success + other.success,
+            self.failed + other.failed,
+            self.cancelled + other.cancelled,
+            self.running + other.running,
+            self.denied + other.denied,
+            average,
+            timed,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """API form (`averageExecutionTime` in milliseconds)."""
-        return {"total": self.total, "success": self.success, "failed": self.failed, "cancelled": self.cancelled,
-                "running": self.running, "denied": self.denied, "averageExecutionTime": self.average_ms}
+        return {
+            "total": self.total,
+            "success": self.success,
+            "failed": self.failed,
+            "cancelled": self.cancelled,
+            "running": self.running,
+            "denied": self.denied,
+            "averageExecutionTime": self.average_ms,
+        }
 
 
 @dataclass(frozen=True)
@@ -82,8 +96,13 @@ class ExecutionFilter:
     def conditions(self) -> list[Any]:
         """The WHERE conditions over `executions`."""
         where: list[Any] = []
-        for column, value in ((_T.c.user_name, self.user), (_T.c.tool, self.tool), (_T.c.category, self.category),
-                              (_T.c.status, self.status), (_T.c.run_id, self.run_id)):
+        for column, value in (
+            (_T.c.user_name, self.user),
+            (_T.c.tool, self.tool),
+            (_T.c.category, self.category),
+            (_T.c.status, self.status),
+            (_T.c.run_id, self.run_id),
+        ):
             if value is not None:
                 where.append(column == value)
         if self.categories is not None:
@@ -113,9 +132,13 @@ def _count(status: str) -> Any:
 
 #: The aggregate columns of `Stats`, in field order.
 STATS_COLUMNS = (
-    sa.func.count().label("total"), _count(ExecutionStatus.SUCCESS).label("success"), _count(ExecutionStatus.FAILED).label("failed"),
-    _count(ExecutionStatus.CANCELLED).label("cancelled"), _count(ExecutionStatus.RUNNING).label("running"),
-    sa.func.sum(sa.case((_T.c.denied, 1), else_=0)).label("denied"), sa.func.avg(_T.c.duration_ms).label("average_ms"),
+    sa.func.count().label("total"),
+    _count(ExecutionStatus.SUCCESS).label("success"),
+    _count(ExecutionStatus.FAILED).label("failed"),
+    _count(ExecutionStatus.CANCELLED).label("cancelled"),
+    _count(ExecutionStatus.RUNNING).label("running"),
+    sa.func.sum(sa.case((_T.c.denied, 1), else_=0)).label("denied"),
+    sa.func.avg(_T.c.duration_ms).label("average_ms"),
     sa.func.count(_T.c.duration_ms).label("timed"),
 )
 
@@ -124,8 +147,16 @@ def stats_from_row(row: Any) -> Stats:
     """A `Stats` from a row of `STATS_COLUMNS`."""
     if row is None:
         return Stats()
-    return Stats(int(row.total or 0), int(row.success or 0), int(row.failed or 0), int(row.cancelled or 0),
-                 int(row.running or 0), int(row.denied or 0), float(row.average_ms or 0.0), int(row.timed or 0))
+    return Stats(
+        int(row.total or 0),
+        int(row.success or 0),
+        int(row.failed or 0),
+        int(row.cancelled or 0),
+        int(row.running or 0),
+        int(row.denied or 0),
+        float(row.average_ms or 0.0),
+        int(row.timed or 0),
+    )
 
 
 class ExecutionHistory:
@@ -143,8 +174,18 @@ class ExecutionHistory:
         else:
             # Each part's first `offset + limit` rows hold the page's rows. The parts are merged by
             # their keys alone (read from the indexes), and only the page's rows are fetched.
-            keys = sa.union_all(*(sa.select(sa.select(_T.c.started_at, _T.c.id).where(*part).order_by(*newest_first)
-                                             .limit(offset + limit).subquery()) for part in parts)).subquery()
+            keys = sa.union_all(
+                *(
+                    sa.select(
+                        sa.select(_T.c.started_at, _T.c.id)
+                        .where(*part)
+                        .order_by(*newest_first)
+                        .limit(offset + limit)
+                        .subquery()
+                    )
+                    for part in parts
+                )
+            ).subquery()
             page = sa.select(keys.c.id).order_by(keys.c.started_at.desc(), keys.c.id.desc()).limit(limit).offset(offset)
             stmt = sa.select(_T).where(_T.c.id.in_(page.scalar_subquery())).order_by(*newest_first)
         async with self.db.begin() as conn:
@@ -163,31 +204,50 @@ class ExecutionHistory:
     async def stats_by_scan(self, where: ExecutionFilter) -> Stats:
         """`stats` computed from the rows themselves, whatever the filter."""
         async with self.db.begin() as conn:
-            parts = [stats_from_row((await conn.execute(sa.select(*STATS_COLUMNS).select_from(_T).where(*part))).one())
-                     for part in where.parts()]
+            parts = [
+                stats_from_row((await conn.execute(sa.select(*STATS_COLUMNS).select_from(_T).where(*part))).one())
+                for part in where.parts()
+            ]
         return sum(parts[1:], parts[0])
 
     async def _stats_from_totals(self, where: ExecutionFilter) -> Stats:
         tot = et.execution_totals
         conditions: list[Any] = []
-        for column, value in ((tot.c.user_name, where.user), (tot.c.tool, where.tool),
-                              (tot.c.category, where.category), (tot.c.status, where.status)):
+        for column, value in (
+            (tot.c.user_name, where.user),
+            (tot.c.tool, where.tool),
+            (tot.c.category, where.category),
+            (tot.c.status, where.status),
+        ):
             if value is not None:
                 conditions.append(column == value)
         if where.categories is not None:
             conditions.append(tot.c.category.in_(sorted(where.categories)))
         ran = tot.c.denial == ""
         async with self.db.begin() as conn:
-            rows = (await conn.execute(
-                sa.select(tot.c.status, ran.label("ran"), sa.func.sum(tot.c.calls).label("calls"),
-                          sa.func.sum(tot.c.timed).label("timed"), sa.func.sum(tot.c.duration_sum_ms).label("dsum"))
-                .where(*conditions).group_by(tot.c.status, ran))).all()
+            rows = (
+                await conn.execute(
+                    sa.select(
+                        tot.c.status,
+                        ran.label("ran"),
+                        sa.func.sum(tot.c.calls).label("calls"),
+                        sa.func.sum(tot.c.timed).label("timed"),
+                        sa.func.sum(tot.c.duration_sum_ms).label("dsum"),
+                    )
+                    .where(*conditions)
+                    .group_by(tot.c.status, ran)
+                )
+            ).all()
             running = 0
             if where.status in (None, ExecutionStatus.RUNNING):
                 # Few rows run at once: read them by status and filter here.
-                running_where = [_T.c.status == ExecutionStatus.RUNNING, *([_T.c.user_name == where.user] if where.user is not None else [])]
+                running_where = [
+                    _T.c.status == ExecutionStatus.RUNNING,
+                    *([_T.c.user_name == where.user] if where.user is not None else []),
+                ]
                 running = sum(
-                    1 for r in await conn.execute(sa.select(_T.c.tool, _T.c.category).where(*running_where))
+                    1
+                    for r in await conn.execute(sa.select(_T.c.tool, _T.c.category).where(*running_where))
                     if (where.tool is None or r.tool == where.tool)
                     and (where.category is None or r.category == where.category)
                     and (where.categories is None or r.category in where.categories)
@@ -202,8 +262,16 @@ class ExecutionHistory:
                 dsum += float(r.dsum)
             else:
                 denied += int(r.calls)
-        return Stats(sum(by_status.values()) + running, by_status.get(ExecutionStatus.SUCCESS, 0), by_status.get(ExecutionStatus.FAILED, 0),
-                     by_status.get(ExecutionStatus.CANCELLED, 0), running, denied, dsum / timed if timed else 0.0, timed)
+        return Stats(
+            sum(by_status.values()) + running,
+            by_status.get(ExecutionStatus.SUCCESS, 0),
+            by_status.get(ExecutionStatus.FAILED, 0),
+            by_status.get(ExecutionStatus.CANCELLED, 0),
+            running,
+            denied,
+            dsum / timed if timed else 0.0,
+            timed,
+        )
 
 
 __all__ = ["STATS_COLUMNS", "ExecutionFilter", "ExecutionHistory", "Stats", "stats_from_row"]

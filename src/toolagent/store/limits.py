@@ -46,18 +46,32 @@ class LimitCounters:
         # Built once, with bound parameters (`take` runs on every tool execution).
         t, c = et.limit_counters, et.limit_counters.c
         key, window = sa.bindparam("b_key"), sa.bindparam("b_window")
-        self._bump = Prepared(t.update().where((c.key == key) & (c.window_no == window) & (c.calls < sa.bindparam("b_limit")))
-                              .values(calls=c.calls + 1).returning(c.calls))
+        self._bump = Prepared(
+            t.update()
+            .where((c.key == key) & (c.window_no == window) & (c.calls < sa.bindparam("b_limit")))
+            .values(calls=c.calls + 1)
+            .returning(c.calls)
+        )
         # `<` rather than `!=`: a process whose clock lags must not reset a newer window.
-        self._reset = Prepared(t.update().where((c.key == key) & (c.window_no < window))
-                               .values(window_no=window, calls=1).returning(c.calls))
-        self._give_back = Prepared(t.update().where((c.key == key) & (c.window_no == window) & (c.calls > 0))
-                                   .values(calls=c.calls - 1))
-        self._add = Prepared(t.update().where((c.key == key) & (c.window_no == window))
-                             .values(calls=c.calls + sa.bindparam("b_calls")))
+        self._reset = Prepared(
+            t.update()
+            .where((c.key == key) & (c.window_no < window))
+            .values(window_no=window, calls=1)
+            .returning(c.calls)
+        )
+        self._give_back = Prepared(
+            t.update().where((c.key == key) & (c.window_no == window) & (c.calls > 0)).values(calls=c.calls - 1)
+        )
+        self._add = Prepared(
+            t.update().where((c.key == key) & (c.window_no == window)).values(calls=c.calls + sa.bindparam("b_calls"))
+        )
         insert_fn = sqlite.insert if db.is_sqlite else postgresql.insert
-        self._create = Prepared(insert_fn(t).values(key=key, window_no=window, calls=1)
-                                .on_conflict_do_nothing(index_elements=[c.key]).returning(c.calls))
+        self._create = Prepared(
+            insert_fn(t)
+            .values(key=key, window_no=window, calls=1)
+            .on_conflict_do_nothing(index_elements=[c.key])
+            .returning(c.calls)
+        )
 
     def take_in(self, conn: sa.Connection, key: str, window_no: int, limit: int) -> int | None:
         """One unit from counter `key` in window `window_no`, inside `conn`'s transaction.

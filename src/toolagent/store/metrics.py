@@ -72,8 +72,9 @@ class MetricsReads:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def read(self, *, tool: str | None = None, user: str | None = None,
-                   categories: Collection[str] | None = None) -> MetricsRows:
+    async def read(
+        self, *, tool: str | None = None, user: str | None = None, categories: Collection[str] | None = None
+    ) -> MetricsRows:
         """Everything a snapshot needs (about one tool, when `tool` is given; per-user rows only
         of `user`, when given; only executions of tools in `categories`, when given)."""
         scope: list[Any] = [] if tool is None else [_TOT.c.tool == tool]
@@ -81,43 +82,86 @@ class MetricsReads:
             scope.append(_TOT.c.category.in_(sorted(categories)))
         user_scope = [*scope, *([_TOT.c.user_name == user] if user is not None else [])]
         async with self.db.begin() as conn:
-            tool_rows = (await conn.execute(
-                sa.select(_TOT.c.tool, sa.func.max(_TOT.c.category).label("category"),
-                          _ran(ExecutionStatus.SUCCESS).label("success"), _ran(ExecutionStatus.FAILED).label("failed"),
-                          _ran(ExecutionStatus.CANCELLED).label("cancelled"), _sum_if(_RAN, _TOT.c.timed).label("timed"),
-                          _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
-                          sa.func.max(sa.case((_RAN, _TOT.c.last_started_at))).label("last"))
-                .where(*scope).group_by(_TOT.c.tool))).all()
-            user_rows = (await conn.execute(
-                sa.select(_TOT.c.user_name, sa.func.sum(_TOT.c.calls).label("total"), _ran(ExecutionStatus.SUCCESS).label("success"),
-                          _ran(ExecutionStatus.FAILED).label("failed"), _ran(ExecutionStatus.CANCELLED).label("cancelled"),
-                          _sum_if(sa.not_(_RAN), _TOT.c.calls).label("denied"),
-                          _sum_if(_RAN, _TOT.c.timed).label("timed"), _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
-                          sa.func.max(_TOT.c.last_started_at).label("last"))
-                .where(*user_scope).group_by(_TOT.c.user_name))).all()
-            cat_rows = (await conn.execute(
-                sa.select(_TOT.c.category, sa.func.sum(_TOT.c.calls).label("n"), _ran(ExecutionStatus.SUCCESS).label("success"),
-                          _ran(ExecutionStatus.FAILED).label("failed"), _ran(ExecutionStatus.CANCELLED).label("cancelled"))
-                .where(*scope, _RAN).group_by(_TOT.c.category))).all()
-            denial_rows = (await conn.execute(
-                sa.select(_TOT.c.tool, _TOT.c.denial, sa.func.sum(_TOT.c.calls).label("n"))
-                .where(*scope, sa.not_(_RAN)).group_by(_TOT.c.tool, _TOT.c.denial)
-                .order_by(_TOT.c.tool, _TOT.c.denial))).all()
-            bucket_rows = (await conn.execute(
-                sa.select(_BKT.c.tool, _BKT.c.bucket, _BKT.c.calls).where(*([] if tool is None else [_BKT.c.tool == tool]))
-            )).all()
+            tool_rows = (
+                await conn.execute(
+                    sa.select(
+                        _TOT.c.tool,
+                        sa.func.max(_TOT.c.category).label("category"),
+                        _ran(ExecutionStatus.SUCCESS).label("success"),
+                        _ran(ExecutionStatus.FAILED).label("failed"),
+                        _ran(ExecutionStatus.CANCELLED).label("cancelled"),
+                        _sum_if(_RAN, _TOT.c.timed).label("timed"),
+                        _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
+                        sa.func.max(sa.case((_RAN, _TOT.c.last_started_at))).label("last"),
+                    )
+                    .where(*scope)
+                    .group_by(_TOT.c.tool)
+                )
+            ).all()
+            user_rows = (
+                await conn.execute(
+                    sa.select(
+                        _TOT.c.user_name,
+                        sa.func.sum(_TOT.c.calls).label("total"),
+                        _ran(ExecutionStatus.SUCCESS).label("success"),
+                        _ran(ExecutionStatus.FAILED).label("failed"),
+                        _ran(ExecutionStatus.CANCELLED).label("cancelled"),
+                        _sum_if(sa.not_(_RAN), _TOT.c.calls).label("denied"),
+                        _sum_if(_RAN, _TOT.c.timed).label("timed"),
+                        _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
+                        sa.func.max(_TOT.c.last_started_at).label("last"),
+                    )
+                    .where(*user_scope)
+                    .group_by(_TOT.c.user_name)
+                )
+            ).all()
+            cat_rows = (
+                await conn.execute(
+                    sa.select(
+                        _TOT.c.category,
+                        sa.func.sum(_TOT.c.calls).label("n"),
+                        _ran(ExecutionStatus.SUCCESS).label("success"),
+                        _ran(ExecutionStatus.FAILED).label("failed"),
+                        _ran(ExecutionStatus.CANCELLED).label("cancelled"),
+                    )
+                    .where(*scope, _RAN)
+                    .group_by(_TOT.c.category)
+                )
+            ).all()
+            denial_rows = (
+                await conn.execute(
+                    sa.select(_TOT.c.tool, _TOT.c.denial, sa.func.sum(_TOT.c.calls).label("n"))
+                    .where(*scope, sa.not_(_RAN))
+                    .group_by(_TOT.c.tool, _TOT.c.denial)
+                    .order_by(_TOT.c.tool, _TOT.c.denial)
+                )
+            ).all()
+            bucket_rows = (
+                await conn.execute(
+                    sa.select(_BKT.c.tool, _BKT.c.bucket, _BKT.c.calls).where(
+                        *([] if tool is None else [_BKT.c.tool == tool])
+                    )
+                )
+            ).all()
             # Few rows run at once: read them through the status index and count here (a GROUP BY
             # would tempt SQLite's planner into walking a whole index in group order instead).
-            running = [r for r in await conn.execute(
-                sa.select(_T.c.tool, _T.c.category, _T.c.user_name, _T.c.started_at).where(_T.c.status == ExecutionStatus.RUNNING))
-                if (tool is None or r.tool == tool) and (categories is None or r.category in categories)]
+            running = [
+                r
+                for r in await conn.execute(
+                    sa.select(_T.c.tool, _T.c.category, _T.c.user_name, _T.c.started_at).where(
+                        _T.c.status == ExecutionStatus.RUNNING
+                    )
+                )
+                if (tool is None or r.tool == tool) and (categories is None or r.category in categories)
+            ]
             if categories is not None:
                 # Duration buckets are kept per tool: keep those of the tools in scope.
                 shown = {r.tool for r in tool_rows}
                 bucket_rows = [b for b in bucket_rows if b.tool in shown]
             pcts = await self._percentiles(conn, {r.tool: int(r.timed) for r in tool_rows if int(r.timed)})
-        return MetricsRows(list(tool_rows), list(user_rows), list(cat_rows), list(denial_rows), list(bucket_rows),
-                           running, pcts)
+        return MetricsRows(
+            list(tool_rows), list(user_rows), list(cat_rows), list(denial_rows), list(bucket_rows), running, pcts
+        )
 
     async def _percentiles(self, conn: Any, counts: Mapping[str, int]) -> dict[str, tuple[float, float]]:
         """Nearest-rank p50 and p95 of each tool's durations (`counts`: tool -> how many).
@@ -129,28 +173,45 @@ class MetricsReads:
         for tool, n in sorted(counts.items()):
             for q in (50, 95):
                 rank = (q * n + 99) // 100  # ceil(q% of n), at least 1
-                kth = (sa.select(_T.c.duration_ms).where((_T.c.tool == tool) & _T.c.duration_ms.is_not(None))
-                       .order_by(_T.c.duration_ms).limit(1).offset(rank - 1).subquery())
+                kth = (
+                    sa.select(_T.c.duration_ms)
+                    .where((_T.c.tool == tool) & _T.c.duration_ms.is_not(None))
+                    .order_by(_T.c.duration_ms)
+                    .limit(1)
+                    .offset(rank - 1)
+                    .subquery()
+                )
                 parts.append(sa.select(sa.literal(tool).label("tool"), sa.literal(q).label("q"), kth.c.duration_ms))
         out: dict[str, list[float]] = {tool: [0.0, 0.0] for tool in counts}
         for i in range(0, len(parts), _PARTS_PER_QUERY):
-            for r in await conn.execute(sa.union_all(*parts[i:i + _PARTS_PER_QUERY])):
+            for r in await conn.execute(sa.union_all(*parts[i : i + _PARTS_PER_QUERY])):
                 out[r.tool][0 if r.q == 50 else 1] = float(r.duration_ms)
         return {tool: (v[0], v[1]) for tool, v in out.items()}
 
     async def user_tool(self, user: str, tool: str) -> UserToolRows:
         """One user's totals for one tool, and their running executions of it."""
         async with self.db.begin() as conn:
-            r = (await conn.execute(
-                sa.select(sa.func.coalesce(sa.func.sum(_TOT.c.calls), 0).label("total"), _ran(ExecutionStatus.SUCCESS).label("success"),
-                          _ran(ExecutionStatus.FAILED).label("failed"), _ran(ExecutionStatus.CANCELLED).label("cancelled"),
-                          _sum_if(sa.not_(_RAN), _TOT.c.calls).label("denied"), _sum_if(_RAN, _TOT.c.timed).label("timed"),
-                          _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
-                          sa.func.max(_TOT.c.last_started_at).label("last"))
-                .where((_TOT.c.user_name == user) & (_TOT.c.tool == tool)))).one()
-            running = (await conn.execute(
-                sa.select(sa.func.count().label("n"), sa.func.max(_T.c.started_at).label("last"))
-                .where((_T.c.user_name == user) & (_T.c.status == ExecutionStatus.RUNNING) & (_T.c.tool == tool)))).one()
+            r = (
+                await conn.execute(
+                    sa.select(
+                        sa.func.coalesce(sa.func.sum(_TOT.c.calls), 0).label("total"),
+                        _ran(ExecutionStatus.SUCCESS).label("success"),
+                        _ran(ExecutionStatus.FAILED).label("failed"),
+                        _ran(ExecutionStatus.CANCELLED).label("cancelled"),
+                        _sum_if(sa.not_(_RAN), _TOT.c.calls).label("denied"),
+                        _sum_if(_RAN, _TOT.c.timed).label("timed"),
+                        _sum_if(_RAN, _TOT.c.duration_sum_ms).label("dsum"),
+                        sa.func.max(_TOT.c.last_started_at).label("last"),
+                    ).where((_TOT.c.user_name == user) & (_TOT.c.tool == tool))
+                )
+            ).one()
+            running = (
+                await conn.execute(
+                    sa.select(sa.func.count().label("n"), sa.func.max(_T.c.started_at).label("last")).where(
+                        (_T.c.user_name == user) & (_T.c.status == ExecutionStatus.RUNNING) & (_T.c.tool == tool)
+                    )
+                )
+            ).one()
         return UserToolRows(r, running)
 
 

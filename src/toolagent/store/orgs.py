@@ -41,8 +41,14 @@ class OrgRow:
 
     def to_json(self) -> dict[str, Any]:
         """CLI/API form."""
-        return {"slug": self.slug, "createdAt": self.created_at.isoformat() if self.created_at else None,
-                "createdBy": self.created_by, "members": self.members, "admins": self.admins, "agents": self.agents}
+        return {
+            "slug": self.slug,
+            "createdAt": self.created_at.isoformat() if self.created_at else None,
+            "createdBy": self.created_by,
+            "members": self.members,
+            "admins": self.admins,
+            "agents": self.agents,
+        }
 
 
 @dataclass(frozen=True)
@@ -62,8 +68,13 @@ class MemberRow:
 
     def to_json(self) -> dict[str, Any]:
         """CLI/API form."""
-        return {"organization": self.org, "user": self.user, "role": self.role,
-                "grantedAt": self.granted_at.isoformat() if self.granted_at else None, "grantedBy": self.granted_by}
+        return {
+            "organization": self.org,
+            "user": self.user,
+            "role": self.role,
+            "grantedAt": self.granted_at.isoformat() if self.granted_at else None,
+            "grantedBy": self.granted_by,
+        }
 
 
 def _member(row: Any) -> MemberRow:
@@ -143,21 +154,36 @@ class OrgRows:
 
     async def orgs(self, *, member: str | None = None) -> list[OrgRow]:
         """Every organization (or those `member` has a role in), by name, with its counts."""
-        members = (sa.select(_M.c.org_slug, sa.func.count().label("n"),
-                             sa.func.sum(sa.case((_M.c.role == "admin", 1), else_=0)).label("admins"))
-                   .group_by(_M.c.org_slug).subquery())
-        agents = (sa.select(t.agents.c.organization_slug.label("org"), sa.func.count().label("n"))
-                  .group_by(t.agents.c.organization_slug).subquery())
-        query = (sa.select(_O, members.c.n.label("members"), members.c.admins, agents.c.n.label("agents"))
-                 .outerjoin(members, members.c.org_slug == _O.c.slug)
-                 .outerjoin(agents, agents.c.org == _O.c.slug)
-                 .order_by(_O.c.slug))
+        members = (
+            sa.select(
+                _M.c.org_slug,
+                sa.func.count().label("n"),
+                sa.func.sum(sa.case((_M.c.role == "admin", 1), else_=0)).label("admins"),
+            )
+            .group_by(_M.c.org_slug)
+            .subquery()
+        )
+        agents = (
+            sa.select(t.agents.c.organization_slug.label("org"), sa.func.count().label("n"))
+            .group_by(t.agents.c.organization_slug)
+            .subquery()
+        )
+        query = (
+            sa.select(_O, members.c.n.label("members"), members.c.admins, agents.c.n.label("agents"))
+            .outerjoin(members, members.c.org_slug == _O.c.slug)
+            .outerjoin(agents, agents.c.org == _O.c.slug)
+            .order_by(_O.c.slug)
+        )
         if member is not None:
             query = query.where(_O.c.slug.in_(sa.select(_M.c.org_slug).where(_M.c.user_name == member)))
         async with self.db.begin() as conn:
             rows = (await conn.execute(query)).all()
-        return [OrgRow(r.slug, as_utc(r.created_at), r.created_by, int(r.members or 0), int(r.admins or 0),
-                       int(r.agents or 0)) for r in rows]
+        return [
+            OrgRow(
+                r.slug, as_utc(r.created_at), r.created_by, int(r.members or 0), int(r.admins or 0), int(r.agents or 0)
+            )
+            for r in rows
+        ]
 
     async def members(self, org: str) -> list[MemberRow]:
         """The organization's members: admins first, then by name."""

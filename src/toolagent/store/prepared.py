@@ -41,9 +41,16 @@ class _Form:
 
     def row(self, params: Mapping[str, Any]) -> Any:
         # A None is never handed to a processor: its driver value was learnt once (`_binds`).
-        values = [fixed if key is None else params[key] if process is None else
-                  none if (value := params[key]) is None else process(value)
-                  for _name, key, fixed, process, none in self.binds]
+        values = [
+            fixed
+            if key is None
+            else params[key]
+            if process is None
+            else none
+            if (value := params[key]) is None
+            else process(value)
+            for _name, key, fixed, process, none in self.binds
+        ]
         return tuple(values) if self.positional else {b[0]: v for b, v in zip(self.binds, values, strict=True)}
 
 
@@ -99,8 +106,9 @@ def _on_driver_cursor(conn: sa.Connection, sql: str, driver_params: Any, run: Ca
     try:
         return run(cursor)
     except conn.dialect.loaded_dbapi.Error as exc:
-        raise sa.exc.DBAPIError.instance(sql, driver_params, exc, conn.dialect.loaded_dbapi.Error,
-                                         dialect=conn.dialect) from exc
+        raise sa.exc.DBAPIError.instance(
+            sql, driver_params, exc, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
+        ) from exc
     finally:
         cursor.close()
 
@@ -146,7 +154,11 @@ class Prepared:
         keeping each statement's result); otherwise (SQLite, in process, or a single run, for which
         entering and leaving a pipeline costs more than it saves) each is an `execute`.
         """
-        form = self._form(conn.dialect, tuple(params[0])) if len(params) > 1 and conn.dialect.name == "postgresql" else None
+        form = (
+            self._form(conn.dialect, tuple(params[0]))
+            if len(params) > 1 and conn.dialect.name == "postgresql"
+            else None
+        )
         if form is None:
             return [self.execute(conn, p).rowcount for p in params]
         driver_params = [form.row(p) for p in params]
@@ -169,15 +181,19 @@ class Prepared:
             columns = list(getattr(self.statement, "exported_columns", ()))
             processors: tuple[Callable[[Any], Any] | None, ...] = ()
             if len(columns) == len(names):
-                processors = tuple(c.type.dialect_impl(dialect).result_processor(dialect, d[1])
-                                   for c, d in zip(columns, description, strict=True))
+                processors = tuple(
+                    c.type.dialect_impl(dialect).result_processor(dialect, d[1])
+                    for c, d in zip(columns, description, strict=True)
+                )
             row_type = namedtuple("Row", names)  # type: ignore[misc]  # noqa: PYI024
             reader = self._readers[(type(dialect), names)] = (row_type, processors if any(processors) else ())
         row_type, processors = reader
         if not processors:
             return [row_type._make(r) for r in found]
-        return [row_type._make([v if f is None or v is None else f(v) for f, v in zip(processors, r, strict=True)])
-                for r in found]
+        return [
+            row_type._make([v if f is None or v is None else f(v) for f, v in zip(processors, r, strict=True)])
+            for r in found
+        ]
 
     def _form(self, dialect: sa.Dialect, keys: tuple[str, ...]) -> _Form | None:
         slot = (type(dialect), keys)
@@ -188,8 +204,12 @@ class Prepared:
         form: _Form | None = None
         # Escaped bind names, expanding (IN-list) parameters and Python-side column defaults are
         # handled per execution by SQLAlchemy: such statements keep its path.
-        plain = not (compiled.escaped_bind_names or compiled.insert_prefetch or compiled.update_prefetch
-                     or any(b.expanding for b in compiled.binds.values()))
+        plain = not (
+            compiled.escaped_bind_names
+            or compiled.insert_prefetch
+            or compiled.update_prefetch
+            or any(b.expanding for b in compiled.binds.values())
+        )
         if plain:
             binds = _binds(compiled, dialect, keys)
             if binds is not None:

@@ -32,9 +32,11 @@ CHANNEL = "toolagent_principals"
 #: After a lost PostgreSQL listener, how long to serve uncached before trying to listen again.
 RELISTEN_AFTER_S = 1.0
 #: A key and its user's level and plan, by the key's hash (every API request).
-_KEY_BY_HASH = (sa.select(_K, _U.c.level, _U.c.plan, _U.c.created_at.label("user_created_at"))
-                .join(_U, _U.c.name == _K.c.user_name)
-                .where(_K.c.key_hash == sa.bindparam("b_hash")))
+_KEY_BY_HASH = (
+    sa.select(_K, _U.c.level, _U.c.plan, _U.c.created_at.label("user_created_at"))
+    .join(_U, _U.c.name == _K.c.user_name)
+    .where(_K.c.key_hash == sa.bindparam("b_hash"))
+)
 _KEY_BY_ID = sa.select(_K).where(_K.c.id == sa.bindparam("b_id"))
 _KEY_BY_ID_PREPARED = Prepared(_KEY_BY_ID)
 
@@ -80,12 +82,30 @@ class PrincipalRows:
         if not self.db.is_sqlite:
             await conn.execute(sa.select(sa.func.pg_notify(CHANNEL, "")))
 
-    async def insert_key(self, *, key_id: str, user: str, label: str | None, prefix: str, key_hash: str,
-                         scopes: list[str], created_at: datetime) -> None:
+    async def insert_key(
+        self,
+        *,
+        key_id: str,
+        user: str,
+        label: str | None,
+        prefix: str,
+        key_hash: str,
+        scopes: list[str],
+        created_at: datetime,
+    ) -> None:
         """Store a new API key (its hash, never the key)."""
         async with self.db.begin() as conn:
-            await conn.execute(_K.insert().values(id=key_id, user_name=user, label=label, prefix=prefix,
-                                                  key_hash=key_hash, scopes=scopes, created_at=created_at))
+            await conn.execute(
+                _K.insert().values(
+                    id=key_id,
+                    user_name=user,
+                    label=label,
+                    prefix=prefix,
+                    key_hash=key_hash,
+                    scopes=scopes,
+                    created_at=created_at,
+                )
+            )
 
     async def key(self, key_id: str) -> Any | None:
         """A key's row by id, or None."""
@@ -109,8 +129,9 @@ class PrincipalRows:
     async def revoke_key(self, key_id: str, now: datetime) -> None:
         """Set a key's `revoked_at`, unless it is revoked already."""
         async with self.db.begin() as conn:
-            result = await conn.execute(_K.update().where((_K.c.id == key_id) & _K.c.revoked_at.is_(None))
-                                        .values(revoked_at=now))
+            result = await conn.execute(
+                _K.update().where((_K.c.id == key_id) & _K.c.revoked_at.is_(None)).values(revoked_at=now)
+            )
             if result.rowcount:
                 await self._bump(conn)
 
@@ -158,7 +179,9 @@ class PrincipalChanges:
         if self._sqlite is None:
             if time.monotonic() < self._retry_at:
                 return None
-            self._sqlite = sqlite3.connect(self.db.url.split(":///", 1)[1], isolation_level=None, check_same_thread=False)
+            self._sqlite = sqlite3.connect(
+                self.db.url.split(":///", 1)[1], isolation_level=None, check_same_thread=False
+            )
             self._version = None
         version = self._sqlite.execute("PRAGMA data_version").fetchone()[0]
         if version != self._version:

@@ -21,6 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..engine.redaction import redact_values
 from ..errors import UsageError
 from ..status import ExecutionStatus, RunStatus, StepStatus
 from . import engine_tables as et
@@ -29,7 +30,6 @@ from .db import Database, as_utc, utcnow
 from .execution_record import INTERRUPTED
 from .owner import Owner
 from .queued_calls import CALL_TASK, TOOLS_QUEUE, QueuedCallStore, fail_job_in
-from ..engine.redaction import redact_values
 from .runs import _RUN_DATA, _RUN_TEXT, RunRow, RunStore, _row
 
 #: The queue of BUILD runs and the task that runs one (argument: the run id).
@@ -42,7 +42,8 @@ _FINAL_JOB_STATUSES = ("succeeded", "failed", "cancelled", "aborted")
 
 _DEFER = sa.text(
     "SELECT unnest(procrastinate_defer_jobs_v1(ARRAY[ROW(:queue, :task, 0, NULL, NULL, CAST(:args AS jsonb), NULL)"
-    "::procrastinate_job_to_defer_v1])) AS id")
+    "::procrastinate_job_to_defer_v1])) AS id"
+)
 _CANCEL = sa.text("SELECT procrastinate_cancel_job_v1(:job_id, :abort, false)")
 
 
@@ -70,9 +71,16 @@ class JobRow:
 
     def to_json(self) -> dict[str, Any]:
         """API/CLI form."""
-        return {"id": self.id, "queue": self.queue, "task": self.task, "status": self.status, "args": self.args,
-                "attempts": self.attempts, "workerId": self.worker_id,
-                "scheduledAt": self.scheduled_at.isoformat() if self.scheduled_at else None}
+        return {
+            "id": self.id,
+            "queue": self.queue,
+            "task": self.task,
+            "status": self.status,
+            "args": self.args,
+            "attempts": self.attempts,
+            "workerId": self.worker_id,
+            "scheduledAt": self.scheduled_at.isoformat() if self.scheduled_at else None,
+        }
 
 
 class QueueStore:
@@ -85,8 +93,10 @@ class QueueStore:
 
     def _require_postgres(self) -> None:
         if self.db.is_sqlite:
-            raise UsageError("workers need PostgreSQL: set TOOLAGENT_DATABASE_URL (or --db) to a "
-                             "postgresql://USER@HOST/DB store; with SQLite runs execute in this process")
+            raise UsageError(
+                "workers need PostgreSQL: set TOOLAGENT_DATABASE_URL (or --db) to a "
+                "postgresql://USER@HOST/DB store; with SQLite runs execute in this process"
+            )
 
     # -- submitting, claiming, cancelling ----------------------------------------------------------
 
@@ -108,15 +118,21 @@ class QueueStore:
         async with self.db.begin() as conn:
             await conn.execute(t.runs.insert().values(status=RunStatus.QUEUED, queued_at=now, started_at=now, **values))
             if steps:
-                await conn.execute(t.run_steps.insert(), [
-                    {"run_id": values["id"], "status": StepStatus.PENDING, **s} for s in steps])
+                await conn.execute(
+                    t.run_steps.insert(), [{"run_id": values["id"], "status": StepStatus.PENDING, **s} for s in steps]
+                )
             await conn.execute(t.queued_inputs.insert().values(id=values["id"], data=inputs, created_at=now))
             job_id = await self._defer(conn, values["id"])
         return job_id
 
     async def _defer(self, conn: Any, run_id: str) -> int:
-        job_id = int((await conn.execute(_DEFER, {"queue": BUILDS_QUEUE, "task": BUILD_TASK,
-                                                   "args": json.dumps({"run_id": run_id})})).scalar_one())
+        job_id = int(
+            (
+                await conn.execute(
+                    _DEFER, {"queue": BUILDS_QUEUE, "task": BUILD_TASK, "args": json.dumps({"run_id": run_id})}
+                )
+            ).scalar_one()
+        )
         await conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(job_id=job_id))
         return job_id
 
@@ -139,11 +155,22 @@ class QueueStore:
         me = owner or Owner.current()
         c = t.runs.c
         async with self.db.begin() as conn:
-            row = (await conn.execute(
-                t.runs.update().where((c.id == run_id) & (c.status == RunStatus.QUEUED))
-                .values(status=RunStatus.RUNNING, started_at=utcnow(), worker=worker, worker_host=host,
-                        owner_pid=me.pid, owner_host=me.host, owner_boot=me.boot)
-                .returning(*t.runs.c))).first()
+            row = (
+                await conn.execute(
+                    t.runs.update()
+                    .where((c.id == run_id) & (c.status == RunStatus.QUEUED))
+                    .values(
+                        status=RunStatus.RUNNING,
+                        started_at=utcnow(),
+                        worker=worker,
+                        worker_host=host,
+                        owner_pid=me.pid,
+                        owner_host=me.host,
+                        owner_boot=me.boot,
+                    )
+                    .returning(*t.runs.c)
+                )
+            ).first()
         return _row(RunRow, row) if row is not None else None
 
     async def queued_plan(self, run_id: str) -> dict[str, Any]:
@@ -156,14 +183,24 @@ class QueueStore:
         """
         c, q = t.runs.c, t.queued_inputs.c
         async with self.db.begin() as conn:
-            row = (await conn.execute(sa.select(c.principal, c.api_key_id, c.user_id, c.queued_at, q.data)
-                                      .join_from(t.runs, t.queued_inputs, q.id == c.id, isouter=True)
-                                      .where(c.id == run_id))).one()
+            row = (
+                await conn.execute(
+                    sa.select(c.principal, c.api_key_id, c.user_id, c.queued_at, q.data)
+                    .join_from(t.runs, t.queued_inputs, q.id == c.id, isouter=True)
+                    .where(c.id == run_id)
+                )
+            ).one()
         if row.data is None:
             raise UsageError(f"run {run_id} has no stored inputs any more; submit it again")
-        return {"principal": row.principal, "api_key_id": row.api_key_id, "user_id": row.user_id,
-                "queued_at": row.queued_at, "plan": row.data["plan"], "payload": row.data.get("payload") or {},
-                "run_metadata": row.data.get("metadata")}
+        return {
+            "principal": row.principal,
+            "api_key_id": row.api_key_id,
+            "user_id": row.user_id,
+            "queued_at": row.queued_at,
+            "plan": row.data["plan"],
+            "payload": row.data.get("payload") or {},
+            "run_metadata": row.data.get("metadata"),
+        }
 
     async def cancel_queued_run(self, run_id: str, by: str) -> bool:
         """End a run that has not started `cancelled`, and cancel its job; False when it is not queued."""
@@ -171,15 +208,22 @@ class QueueStore:
         now = utcnow()
         error = f"cancelled by {by} before it started"
         async with self.db.begin() as conn:
-            row = (await conn.execute(
-                t.runs.update().where((c.id == run_id) & (c.status == RunStatus.QUEUED))
-                .values(status=RunStatus.CANCELLED, error=error, ended_at=now, duration_ms=0.0)
-                .returning(c.job_id))).first()
+            row = (
+                await conn.execute(
+                    t.runs.update()
+                    .where((c.id == run_id) & (c.status == RunStatus.QUEUED))
+                    .values(status=RunStatus.CANCELLED, error=error, ended_at=now, duration_ms=0.0)
+                    .returning(c.job_id)
+                )
+            ).first()
             if row is None:
                 return False
             s = t.run_steps.c
-            await conn.execute(t.run_steps.update().where(s.run_id == run_id)
-                               .values(status=StepStatus.CANCELLED, error="run cancelled before it started"))
+            await conn.execute(
+                t.run_steps.update()
+                .where(s.run_id == run_id)
+                .values(status=StepStatus.CANCELLED, error="run cancelled before it started")
+            )
             if row.job_id is not None:
                 await conn.execute(_CANCEL, {"job_id": row.job_id, "abort": False})
             await RunStore._save_interrupted_deliverable(conn, run_id, error, now)
@@ -212,15 +256,21 @@ class QueueStore:
         """
         s, e = t.run_steps.c, _EXECUTIONS.c
         async with self.db.begin() as conn:
-            rows = (await conn.execute(sa.select(s.tool, s.status).where(s.run_id == run_id)
-                                       .order_by(s.position))).all()
-            calls = (await conn.execute(sa.select(e.tool, e.status, e.reason)
-                                        .where((e.run_id == run_id) & ~e.denied)
-                                        .order_by(e.started_at, e.id))).all()
+            rows = (
+                await conn.execute(sa.select(s.tool, s.status).where(s.run_id == run_id).order_by(s.position))
+            ).all()
+            calls = (
+                await conn.execute(
+                    sa.select(e.tool, e.status, e.reason)
+                    .where((e.run_id == run_id) & ~e.denied)
+                    .order_by(e.started_at, e.id)
+                )
+            ).all()
         started = [r.tool for r in rows if r.status not in (StepStatus.PENDING, StepStatus.SKIPPED)]
         started += [c.tool for c in calls if c.tool not in started]
         running = next((r.tool for r in rows if r.status == StepStatus.RUNNING), None) or next(
-            (c.tool for c in reversed(calls) if c.status == StepStatus.RUNNING or c.reason == INTERRUPTED), None)
+            (c.tool for c in reversed(calls) if c.status == StepStatus.RUNNING or c.reason == INTERRUPTED), None
+        )
         return started, running
 
     async def close_stalled_run(self, run_id: str, job_id: int, error: str) -> bool:
@@ -230,27 +280,44 @@ class QueueStore:
         c, s = t.runs.c, t.run_steps.c
         now = utcnow()
         async with self.db.begin() as conn:
-            started = await conn.scalar(sa.select(c.started_at).where((c.id == run_id) & (c.status == RunStatus.RUNNING))
-                                        .with_for_update())
+            started = await conn.scalar(
+                sa.select(c.started_at).where((c.id == run_id) & (c.status == RunStatus.RUNNING)).with_for_update()
+            )
             if started is None:
                 await self._fail_job(conn, job_id)
                 return False
             started = as_utc(started)
-            await conn.execute(t.runs.update().where(c.id == run_id).values(
-                status=RunStatus.FAILED, error=error, ended_at=now,
-                duration_ms=(now - started).total_seconds() * 1000 if started else None))
-            await conn.execute(t.run_steps.update().where((s.run_id == run_id) & (s.status == StepStatus.RUNNING))
-                               .values(status=StepStatus.FAILED, error=error, ended_at=now))
+            await conn.execute(
+                t.runs.update()
+                .where(c.id == run_id)
+                .values(
+                    status=RunStatus.FAILED,
+                    error=error,
+                    ended_at=now,
+                    duration_ms=(now - started).total_seconds() * 1000 if started else None,
+                )
+            )
+            await conn.execute(
+                t.run_steps.update()
+                .where((s.run_id == run_id) & (s.status == StepStatus.RUNNING))
+                .values(status=StepStatus.FAILED, error=error, ended_at=now)
+            )
             # A step whose call was admitted but whose record was not written yet (write-behind)
             # ended the same way: its outcome is unknown too.
             e = _EXECUTIONS.c
-            unknown = sa.select(e.tool).where((e.run_id == run_id) & ~e.denied
-                                              & ((e.status == ExecutionStatus.RUNNING) | (e.reason == INTERRUPTED)))
-            await conn.execute(t.run_steps.update().where(
-                (s.run_id == run_id) & (s.status == StepStatus.PENDING) & s.tool.in_(unknown))
-                .values(status=StepStatus.FAILED, error=error, ended_at=now))
-            await conn.execute(t.run_steps.update().where((s.run_id == run_id) & (s.status == StepStatus.PENDING))
-                               .values(status=StepStatus.SKIPPED))
+            unknown = sa.select(e.tool).where(
+                (e.run_id == run_id) & ~e.denied & ((e.status == ExecutionStatus.RUNNING) | (e.reason == INTERRUPTED))
+            )
+            await conn.execute(
+                t.run_steps.update()
+                .where((s.run_id == run_id) & (s.status == StepStatus.PENDING) & s.tool.in_(unknown))
+                .values(status=StepStatus.FAILED, error=error, ended_at=now)
+            )
+            await conn.execute(
+                t.run_steps.update()
+                .where((s.run_id == run_id) & (s.status == StepStatus.PENDING))
+                .values(status=StepStatus.SKIPPED)
+            )
             await RunStore._save_interrupted_deliverable(conn, run_id, error, now)
             await conn.execute(t.queued_inputs.delete().where(t.queued_inputs.c.id == run_id))
             await self._fail_job(conn, job_id)
@@ -262,15 +329,30 @@ class QueueStore:
         transaction; returns the new job id (None when the run was not running any more)."""
         c, s = t.runs.c, t.run_steps.c
         async with self.db.begin() as conn:
-            updated = (await conn.execute(
-                t.runs.update().where((c.id == run_id) & (c.status == RunStatus.RUNNING))
-                .values(status=RunStatus.QUEUED, worker=None, worker_host=None, owner_pid=None))).rowcount
+            updated = (
+                await conn.execute(
+                    t.runs.update()
+                    .where((c.id == run_id) & (c.status == RunStatus.RUNNING))
+                    .values(status=RunStatus.QUEUED, worker=None, worker_host=None, owner_pid=None)
+                )
+            ).rowcount
             if not updated:
                 await self._fail_job(conn, job_id)
                 return None
-            await conn.execute(t.run_steps.update().where(s.run_id == run_id).values(
-                status=StepStatus.PENDING, params=None, param_sources=None, result=None, error=None,
-                started_at=None, ended_at=None, duration_ms=None))
+            await conn.execute(
+                t.run_steps.update()
+                .where(s.run_id == run_id)
+                .values(
+                    status=StepStatus.PENDING,
+                    params=None,
+                    param_sources=None,
+                    result=None,
+                    error=None,
+                    started_at=None,
+                    ended_at=None,
+                    duration_ms=None,
+                )
+            )
             await self._fail_job(conn, job_id)
             return await self._defer(conn, run_id)
 
@@ -279,8 +361,9 @@ class QueueStore:
         job and defer a new one, in one transaction; None when the run is not queued any more."""
         c = t.runs.c
         async with self.db.begin() as conn:
-            queued = await conn.scalar(sa.select(c.id).where((c.id == run_id) & (c.status == RunStatus.QUEUED))
-                                       .with_for_update())
+            queued = await conn.scalar(
+                sa.select(c.id).where((c.id == run_id) & (c.status == RunStatus.QUEUED)).with_for_update()
+            )
             await self._fail_job(conn, job_id)
             return await self._defer(conn, run_id) if queued is not None else None
 
@@ -293,11 +376,15 @@ class QueueStore:
         (a foreign key without a cascade), failing the whole deletion; this one leaves that job.
         """
         async with self.db.begin() as conn:
-            result = await conn.execute(sa.text(
-                "DELETE FROM procrastinate_jobs j WHERE j.status::text = ANY(:statuses) "
-                "AND NOT EXISTS (SELECT 1 FROM procrastinate_periodic_defers d WHERE d.job_id = j.id) "
-                "AND (SELECT max(e.at) FROM procrastinate_events e WHERE e.job_id = j.id) "
-                "< NOW() - make_interval(secs => :s)"), {"statuses": list(_FINAL_JOB_STATUSES), "s": older_than_s})
+            result = await conn.execute(
+                sa.text(
+                    "DELETE FROM procrastinate_jobs j WHERE j.status::text = ANY(:statuses) "
+                    "AND NOT EXISTS (SELECT 1 FROM procrastinate_periodic_defers d WHERE d.job_id = j.id) "
+                    "AND (SELECT max(e.at) FROM procrastinate_events e WHERE e.job_id = j.id) "
+                    "< NOW() - make_interval(secs => :s)"
+                ),
+                {"statuses": list(_FINAL_JOB_STATUSES), "s": older_than_s},
+            )
         return int(result.rowcount or 0)
 
     async def fail_job(self, job_id: int) -> None:
@@ -315,30 +402,58 @@ class QueueStore:
         """Jobs per queue and status."""
         self._require_postgres()
         async with self.db.begin() as conn:
-            rows = (await conn.execute(sa.text(
-                "SELECT queue_name, status::text AS status, count(*) AS n FROM procrastinate_jobs "
-                "GROUP BY queue_name, status ORDER BY queue_name, status"))).all()
+            rows = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT queue_name, status::text AS status, count(*) AS n FROM procrastinate_jobs "
+                        "GROUP BY queue_name, status ORDER BY queue_name, status"
+                    )
+                )
+            ).all()
         return [QueueCount(r.queue_name, r.status, int(r.n)) for r in rows]
 
     async def jobs(self, *, status: str | None = None, queue: str | None = None, limit: int = 50) -> list[JobRow]:
         """The newest jobs, optionally of one status and queue."""
         self._require_postgres()
         async with self.db.begin() as conn:
-            rows = (await conn.execute(sa.text(
-                "SELECT id, queue_name, task_name, status::text AS status, args, attempts, worker_id, scheduled_at "
-                "FROM procrastinate_jobs WHERE (CAST(:status AS text) IS NULL OR status::text = :status) "
-                "AND (CAST(:queue AS text) IS NULL OR queue_name = :queue) ORDER BY id DESC LIMIT :limit"),
-                {"status": status, "queue": queue, "limit": limit})).all()
-        return [JobRow(int(r.id), r.queue_name, r.task_name, r.status, dict(r.args or {}), int(r.attempts),
-                       r.worker_id, as_utc(r.scheduled_at)) for r in rows]
+            rows = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT id, queue_name, task_name, status::text AS status, args, attempts, worker_id, scheduled_at "
+                        "FROM procrastinate_jobs WHERE (CAST(:status AS text) IS NULL OR status::text = :status) "
+                        "AND (CAST(:queue AS text) IS NULL OR queue_name = :queue) ORDER BY id DESC LIMIT :limit"
+                    ),
+                    {"status": status, "queue": queue, "limit": limit},
+                )
+            ).all()
+        return [
+            JobRow(
+                int(r.id),
+                r.queue_name,
+                r.task_name,
+                r.status,
+                dict(r.args or {}),
+                int(r.attempts),
+                r.worker_id,
+                as_utc(r.scheduled_at),
+            )
+            for r in rows
+        ]
 
     async def worker_count(self, stalled_after_s: float) -> int:
         """Workers whose heartbeat is more recent than `stalled_after_s` seconds."""
         self._require_postgres()
         async with self.db.begin() as conn:
-            return int(await conn.scalar(sa.text(
-                "SELECT count(*) FROM procrastinate_workers "
-                "WHERE last_heartbeat >= NOW() - make_interval(secs => :s)"), {"s": stalled_after_s}) or 0)
+            return int(
+                await conn.scalar(
+                    sa.text(
+                        "SELECT count(*) FROM procrastinate_workers "
+                        "WHERE last_heartbeat >= NOW() - make_interval(secs => :s)"
+                    ),
+                    {"s": stalled_after_s},
+                )
+                or 0
+            )
 
 
 __all__ = ["BUILDS_QUEUE", "BUILD_TASK", "CALL_TASK", "TOOLS_QUEUE", "JobRow", "QueueCount", "QueueStore"]

@@ -29,10 +29,13 @@ TOOLS_QUEUE, CALL_TASK = "tools", "toolagent.call"
 
 _DEFER = sa.text(
     "SELECT unnest(procrastinate_defer_jobs_v1(ARRAY[ROW(:queue, :task, 0, NULL, NULL, CAST(:args AS jsonb), NULL)"
-    "::procrastinate_job_to_defer_v1])) AS id")
+    "::procrastinate_job_to_defer_v1])) AS id"
+)
 _CANCEL = sa.text("SELECT procrastinate_cancel_job_v1(:job_id, :abort, false)")
-_JOB_OF = sa.text("SELECT id FROM procrastinate_jobs WHERE task_name = :task AND args->>'execution_id' = :id "
-                  "AND status IN ('todo', 'doing') ORDER BY id DESC LIMIT 1")
+_JOB_OF = sa.text(
+    "SELECT id FROM procrastinate_jobs WHERE task_name = :task AND args->>'execution_id' = :id "
+    "AND status IN ('todo', 'doing') ORDER BY id DESC LIMIT 1"
+)
 _FINISH = sa.text("SELECT procrastinate_finish_job_v1(:job_id, CAST(:status AS procrastinate_job_status), false)")
 _JOB_LIVE = sa.text("SELECT status::text FROM procrastinate_jobs WHERE id = :job_id FOR UPDATE")
 _T = et.executions
@@ -67,8 +70,9 @@ class QueuedCallStore:
         self.db = db
         self._totals = ExecutionStore(db)
 
-    async def submit(self, execution: Execution, arguments: dict[str, Any], metadata: dict[str, Any] | None,
-                     agent: str | None = None) -> int:
+    async def submit(
+        self, execution: Execution, arguments: dict[str, Any], metadata: dict[str, Any] | None, agent: str | None = None
+    ) -> int:
         """Store `execution` (status `queued`) redacted, its raw inputs (and the agent it is made
         under), and defer its `tools` job, in one transaction; returns the job id."""
         now = utcnow()
@@ -80,27 +84,41 @@ class QueuedCallStore:
 
     @staticmethod
     async def _defer(conn: Any, execution_id: str) -> int:
-        return int((await conn.execute(_DEFER, {"queue": TOOLS_QUEUE, "task": CALL_TASK,
-                                                "args": json.dumps({"execution_id": execution_id})})).scalar_one())
+        return int(
+            (
+                await conn.execute(
+                    _DEFER,
+                    {"queue": TOOLS_QUEUE, "task": CALL_TASK, "args": json.dumps({"execution_id": execution_id})},
+                )
+            ).scalar_one()
+        )
 
     async def get(self, execution_id: str) -> QueuedCall | None:
         """The call, if it is still `queued` and its inputs are stored."""
         async with self.db.begin() as conn:
-            row = (await conn.execute(sa.select(_T, _Q.c.data.label("queued_data"))
-                                      .join_from(_T, _Q, _Q.c.id == _T.c.id)
-                                      .where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.QUEUED)))).first()
+            row = (
+                await conn.execute(
+                    sa.select(_T, _Q.c.data.label("queued_data"))
+                    .join_from(_T, _Q, _Q.c.id == _T.c.id)
+                    .where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.QUEUED))
+                )
+            ).first()
         if row is None:
             return None
         data = row.queued_data or {}
-        return QueuedCall(Execution.from_row(row), dict(data.get("arguments") or {}), data.get("metadata"),
-                          data.get("agent"))
+        return QueuedCall(
+            Execution.from_row(row), dict(data.get("arguments") or {}), data.get("metadata"), data.get("agent")
+        )
 
     @staticmethod
     def take_in(conn: sa.Connection, execution_id: str) -> bool:
         """Inside the admission transaction: remove the `queued` row so the `running` one can take its
         id; False when it is not queued any more (cancelled meanwhile, or admitted by another job)."""
-        return bool(conn.execute(_T.delete().where((_T.c.id == execution_id)
-                                                   & (_T.c.status == ExecutionStatus.QUEUED))).rowcount)
+        return bool(
+            conn.execute(
+                _T.delete().where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.QUEUED))
+            ).rowcount
+        )
 
     @staticmethod
     def replace_queued_in(conn: sa.Connection, ids: list[str]) -> set[str]:
@@ -117,9 +135,14 @@ class QueuedCallStore:
         now = utcnow()
         reason = f"cancelled by {by} before it started"
         async with self.db.begin() as conn:
-            row = (await conn.execute(
-                _T.update().where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.QUEUED))
-                .values(status=ExecutionStatus.CANCELLED, ended_at=now, reason=reason).returning(*_T.c))).first()
+            row = (
+                await conn.execute(
+                    _T.update()
+                    .where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.QUEUED))
+                    .values(status=ExecutionStatus.CANCELLED, ended_at=now, reason=reason)
+                    .returning(*_T.c)
+                )
+            ).first()
             if row is None:
                 return None
             cancelled = Execution.from_row(row)
@@ -135,9 +158,14 @@ class QueuedCallStore:
         and drop its inputs, in one transaction; None when it is not queued."""
         now = utcnow()
         async with self.db.begin() as conn:
-            row = (await conn.execute(
-                _T.update().where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.QUEUED))
-                .values(status=ExecutionStatus.FAILED, ended_at=now, error=error).returning(*_T.c))).first()
+            row = (
+                await conn.execute(
+                    _T.update()
+                    .where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.QUEUED))
+                    .values(status=ExecutionStatus.FAILED, ended_at=now, error=error)
+                    .returning(*_T.c)
+                )
+            ).first()
             failed = Execution.from_row(row) if row is not None else None
             if failed is not None:
                 await conn.run_sync(lambda sync: self._totals.add_totals_in(sync, [failed]))
@@ -160,10 +188,20 @@ class QueuedCallStore:
         async with self.db.begin() as conn:
             if await conn.scalar(sa.select(_Q.c.id).where(_Q.c.id == execution.id)) is None:
                 return None
-            updated = (await conn.execute(
-                _T.update().where((_T.c.id == execution.id) & (_T.c.status == ExecutionStatus.RUNNING))
-                .values(status=ExecutionStatus.QUEUED, owner_pid=None, owner_host=None, owner_boot=None,
-                        cancel_requested_by=None, cancel_requested_at=None))).rowcount
+            updated = (
+                await conn.execute(
+                    _T.update()
+                    .where((_T.c.id == execution.id) & (_T.c.status == ExecutionStatus.RUNNING))
+                    .values(
+                        status=ExecutionStatus.QUEUED,
+                        owner_pid=None,
+                        owner_host=None,
+                        owner_boot=None,
+                        cancel_requested_by=None,
+                        cancel_requested_at=None,
+                    )
+                )
+            ).rowcount
             if not updated:
                 return None
             await fail_job_in(conn, job_id)
@@ -173,8 +211,11 @@ class QueuedCallStore:
         """A call still `queued` whose job a stopped worker had fetched but not admitted: fail that
         job and defer a new one, in one transaction; None when it is not queued any more."""
         async with self.db.begin() as conn:
-            queued = await conn.scalar(sa.select(_T.c.id).where((_T.c.id == execution_id)
-                                                                & (_T.c.status == ExecutionStatus.QUEUED)).with_for_update())
+            queued = await conn.scalar(
+                sa.select(_T.c.id)
+                .where((_T.c.id == execution_id) & (_T.c.status == ExecutionStatus.QUEUED))
+                .with_for_update()
+            )
             await fail_job_in(conn, job_id)
             return await self._defer(conn, execution_id) if queued is not None else None
 
@@ -183,18 +224,38 @@ class QueuedCallStore:
         and drop its inputs, in one transaction; None when it was not running or queued any more."""
         now = utcnow()
         async with self.db.begin() as conn:
-            row = (await conn.execute(
-                _T.select().where((_T.c.id == execution_id)
-                                  & _T.c.status.in_([ExecutionStatus.RUNNING, ExecutionStatus.QUEUED]))
-                .with_for_update())).first()
+            row = (
+                await conn.execute(
+                    _T.select()
+                    .where(
+                        (_T.c.id == execution_id) & _T.c.status.in_([ExecutionStatus.RUNNING, ExecutionStatus.QUEUED])
+                    )
+                    .with_for_update()
+                )
+            ).first()
             closed = None
             if row is not None:
                 current = Execution.from_row(row)
                 started = as_utc(current.started_at) or now
-                closed = replace(current, status=ExecutionStatus.FAILED, ended_at=now, reason="interrupted", error=error,
-                                 duration_ms=max(0.0, (now - started).total_seconds() * 1000))
-                await conn.execute(_T.update().where(_T.c.id == execution_id).values(
-                    status=closed.status, ended_at=now, reason=closed.reason, error=error, duration_ms=closed.duration_ms))
+                closed = replace(
+                    current,
+                    status=ExecutionStatus.FAILED,
+                    ended_at=now,
+                    reason="interrupted",
+                    error=error,
+                    duration_ms=max(0.0, (now - started).total_seconds() * 1000),
+                )
+                await conn.execute(
+                    _T.update()
+                    .where(_T.c.id == execution_id)
+                    .values(
+                        status=closed.status,
+                        ended_at=now,
+                        reason=closed.reason,
+                        error=error,
+                        duration_ms=closed.duration_ms,
+                    )
+                )
                 ended = closed
                 await conn.run_sync(lambda sync: self._totals.add_totals_in(sync, [ended]))
             await conn.execute(_Q.delete().where(_Q.c.id == execution_id))

@@ -67,10 +67,19 @@ class RunRow:
     def to_json(self) -> dict[str, Any]:
         """API/CLI form."""
         return {
-            "id": self.id, "agent": f"{self.organization_slug}/{self.agent_slug}", "agentVersion": self.agent_version,
-            "user": self.user_id, "status": self.status, "executionMode": self.execution_mode,
-            "stopOnError": self.stop_on_error, "payload": self.payload, "overrides": self.overrides, "error": self.error,
-            "startedAt": _iso(self.started_at), "endedAt": _iso(self.ended_at), "durationMs": self.duration_ms,
+            "id": self.id,
+            "agent": f"{self.organization_slug}/{self.agent_slug}",
+            "agentVersion": self.agent_version,
+            "user": self.user_id,
+            "status": self.status,
+            "executionMode": self.execution_mode,
+            "stopOnError": self.stop_on_error,
+            "payload": self.payload,
+            "overrides": self.overrides,
+            "error": self.error,
+            "startedAt": _iso(self.started_at),
+            "endedAt": _iso(self.ended_at),
+            "durationMs": self.duration_ms,
             "deliverableId": self.deliverable_id,
         }
 
@@ -94,9 +103,16 @@ class StepRow:
     def to_json(self) -> dict[str, Any]:
         """API/CLI form."""
         return {
-            "position": self.position, "tool": self.tool, "status": self.status, "params": self.params,
-            "paramSources": self.param_sources, "result": self.result, "error": self.error,
-            "startedAt": _iso(self.started_at), "endedAt": _iso(self.ended_at), "durationMs": self.duration_ms,
+            "position": self.position,
+            "tool": self.tool,
+            "status": self.status,
+            "params": self.params,
+            "paramSources": self.param_sources,
+            "result": self.result,
+            "error": self.error,
+            "startedAt": _iso(self.started_at),
+            "endedAt": _iso(self.ended_at),
+            "durationMs": self.duration_ms,
         }
 
 
@@ -116,8 +132,14 @@ class DeliverableRow:
     def to_json(self) -> dict[str, Any]:
         """API/CLI form."""
         return {
-            "id": self.id, "runId": self.run_id, "format": self.format, "type": self.type, "content": self.content,
-            "data": self.data, "metadata": self.metadata, "createdAt": _iso(self.created_at),
+            "id": self.id,
+            "runId": self.run_id,
+            "format": self.format,
+            "type": self.type,
+            "content": self.content,
+            "data": self.data,
+            "metadata": self.metadata,
+            "createdAt": _iso(self.created_at),
         }
 
 
@@ -171,7 +193,8 @@ class RunStore:
         c = t.runs.c
         # A worker's runs are the reaper's (`toolagent.workers.reaper`): it names the worker and the step.
         query = sa.select(c.id, c.started_at, c.owner_pid, c.owner_host, c.owner_boot).where(
-            (c.status == RunStatus.RUNNING) & c.worker.is_(None))
+            (c.status == RunStatus.RUNNING) & c.worker.is_(None)
+        )
         if run_id is not None:
             query = query.where(c.id == run_id)
         async with self.db.begin() as conn:
@@ -186,15 +209,28 @@ class RunStore:
             error = f"interrupted: {why}"
             steps = t.run_steps.c
             async with self.db.begin() as conn:
-                result = await conn.execute(t.runs.update().where((c.id == row.id) & (c.status == RunStatus.RUNNING)).values(
-                    status=RunStatus.FAILED, error=error, ended_at=now,
-                    duration_ms=(now - started).total_seconds() * 1000 if started else None))
+                result = await conn.execute(
+                    t.runs.update()
+                    .where((c.id == row.id) & (c.status == RunStatus.RUNNING))
+                    .values(
+                        status=RunStatus.FAILED,
+                        error=error,
+                        ended_at=now,
+                        duration_ms=(now - started).total_seconds() * 1000 if started else None,
+                    )
+                )
                 if not result.rowcount:
                     continue
-                await conn.execute(t.run_steps.update().where((steps.run_id == row.id) & (steps.status == StepStatus.RUNNING))
-                                   .values(status=StepStatus.FAILED, error=error, ended_at=now))
-                await conn.execute(t.run_steps.update().where((steps.run_id == row.id) & (steps.status == StepStatus.PENDING))
-                                   .values(status=StepStatus.SKIPPED))
+                await conn.execute(
+                    t.run_steps.update()
+                    .where((steps.run_id == row.id) & (steps.status == StepStatus.RUNNING))
+                    .values(status=StepStatus.FAILED, error=error, ended_at=now)
+                )
+                await conn.execute(
+                    t.run_steps.update()
+                    .where((steps.run_id == row.id) & (steps.status == StepStatus.PENDING))
+                    .values(status=StepStatus.SKIPPED)
+                )
                 await self._save_interrupted_deliverable(conn, row.id, error, now)
             closed.append(row.id)
         return closed
@@ -205,10 +241,14 @@ class RunStore:
         from ..runs.deliverable import interrupted_deliverable  # runs imports the store: not at load
 
         run = _row(RunRow, (await conn.execute(sa.select(t.runs).where(t.runs.c.id == run_id))).one())
-        rows = (await conn.execute(sa.select(t.run_steps).where(t.run_steps.c.run_id == run_id)
-                                   .order_by(t.run_steps.c.position))).all()
-        deliverable = interrupted_deliverable(run, [_row(StepRow, r) for r in rows], error=error, ended_at=now,
-                                              duration_ms=run.duration_ms)
+        rows = (
+            await conn.execute(
+                sa.select(t.run_steps).where(t.run_steps.c.run_id == run_id).order_by(t.run_steps.c.position)
+            )
+        ).all()
+        deliverable = interrupted_deliverable(
+            run, [_row(StepRow, r) for r in rows], error=error, ended_at=now, duration_ms=run.duration_ms
+        )
         await conn.execute(t.deliverables.insert().values(run_id=run_id, **deliverable))
         await conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(deliverable_id=deliverable["id"]))
 
@@ -255,14 +295,21 @@ class RunStore:
     async def get_steps(self, run_id: str) -> list[StepRow]:
         """The steps of a run, in order."""
         async with self.db.begin() as conn:
-            rows = (await conn.execute(
-                sa.select(t.run_steps).where(t.run_steps.c.run_id == run_id).order_by(t.run_steps.c.position)
-            )).all()
+            rows = (
+                await conn.execute(
+                    sa.select(t.run_steps).where(t.run_steps.c.run_id == run_id).order_by(t.run_steps.c.position)
+                )
+            ).all()
         return [_row(StepRow, r) for r in rows]
 
     async def list_runs(
-        self, *, user_id: str | None = None, agent: tuple[str, str] | None = None, status: str | None = None,
-        limit: int = 50, offset: int = 0,
+        self,
+        *,
+        user_id: str | None = None,
+        agent: tuple[str, str] | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
     ) -> list[RunRow]:
         """Runs, newest first, optionally filtered."""
         query = sa.select(t.runs).order_by(t.runs.c.started_at.desc(), t.runs.c.id.desc()).limit(limit).offset(offset)
@@ -333,8 +380,11 @@ def _steps_update(keys: tuple[str, ...]) -> Prepared:
     live = sa.exists().where((t.runs.c.id == sa.bindparam("b_run_id")) & (t.runs.c.status == RunStatus.RUNNING))
     return Prepared(
         t.run_steps.update()
-        .where((t.run_steps.c.run_id == sa.bindparam("b_run_id")) & (t.run_steps.c.position == sa.bindparam("b_position"))
-               & live)
+        .where(
+            (t.run_steps.c.run_id == sa.bindparam("b_run_id"))
+            & (t.run_steps.c.position == sa.bindparam("b_position"))
+            & live
+        )
         .values({k: sa.bindparam(f"b_{k}") for k in keys})
     )
 
@@ -342,14 +392,18 @@ def _steps_update(keys: tuple[str, ...]) -> Prepared:
 @functools.lru_cache(maxsize=32)
 def _run_finish(keys: tuple[str, ...]) -> Prepared:
     """The UPDATE that ends a running run, setting `keys`."""
-    return Prepared(t.runs.update().where((t.runs.c.id == sa.bindparam("b_id")) & (t.runs.c.status == RunStatus.RUNNING))
-                    .values({k: sa.bindparam(f"b_{k}") for k in keys}))
+    return Prepared(
+        t.runs.update()
+        .where((t.runs.c.id == sa.bindparam("b_id")) & (t.runs.c.status == RunStatus.RUNNING))
+        .values({k: sa.bindparam(f"b_{k}") for k in keys})
+    )
 
 
 def _update_steps(conn: sa.Connection, run_id: str, rows: list[dict[str, Any]]) -> None:
     keys = tuple(sorted(k for k in rows[0] if k != "position"))
-    _steps_update(keys).execute(conn, [{"b_run_id": run_id, **{f"b_{k}": row[k] for k in ("position", *keys)}}
-                                      for row in rows])
+    _steps_update(keys).execute(
+        conn, [{"b_run_id": run_id, **{f"b_{k}": row[k] for k in ("position", *keys)}} for row in rows]
+    )
 
 
 def _finish_run(conn: sa.Connection, run_id: str, values: dict[str, Any], deliverable: dict[str, Any] | None) -> bool:

@@ -25,8 +25,9 @@ INLINE_AUTOCHECKPOINT_PAGES = 4 * WAL_AUTOCHECKPOINT_PAGES
 log = logging.getLogger(__name__)
 
 
-def sqlite_pragmas(dbapi_conn: Any, _record: Any, busy_timeout_ms: int = 30_000,
-                   autocheckpoint_pages: int = WAL_AUTOCHECKPOINT_PAGES) -> None:
+def sqlite_pragmas(
+    dbapi_conn: Any, _record: Any, busy_timeout_ms: int = 30_000, autocheckpoint_pages: int = WAL_AUTOCHECKPOINT_PAGES
+) -> None:
     """Set a new connection up (an engine's `connect` event): WAL, its sync level and checkpoints,
     the busy timeout, foreign keys."""
     cur = dbapi_conn.cursor()
@@ -47,12 +48,19 @@ def sqlite_pragmas(dbapi_conn: Any, _record: Any, busy_timeout_ms: int = 30_000,
     cur.close()
 
 
-def sqlite_sync_engine(async_url: str, *, busy_timeout_ms: int, immediate: bool = True,
-                       autocheckpoint_pages: int = WAL_AUTOCHECKPOINT_PAGES) -> sa.Engine:
+def sqlite_sync_engine(
+    async_url: str,
+    *,
+    busy_timeout_ms: int,
+    immediate: bool = True,
+    autocheckpoint_pages: int = WAL_AUTOCHECKPOINT_PAGES,
+) -> sa.Engine:
     """A synchronous engine on the same SQLite file whose transactions start with BEGIN IMMEDIATE
     (or, not `immediate`, whose statements each run on their own, for reads)."""
-    engine = sa.create_engine("sqlite+pysqlite://" + async_url.split("://", 1)[1],
-                              connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False})
+    engine = sa.create_engine(
+        "sqlite+pysqlite://" + async_url.split("://", 1)[1],
+        connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
+    )
 
     @event.listens_for(engine, "connect")
     def connect(dbapi_conn: Any, record: Any) -> None:
@@ -61,6 +69,7 @@ def sqlite_sync_engine(async_url: str, *, busy_timeout_ms: int, immediate: bool 
         dbapi_conn.isolation_level = None
 
     if immediate:
+
         @event.listens_for(engine, "begin")
         def begin(conn: sa.Connection) -> None:
             # On the driver's connection: SQLAlchemy's own execution of a statement costs more
@@ -130,4 +139,10 @@ class LogCheckpoints:
         return self._checkpoint()
 
 
-__all__ = ["INLINE_AUTOCHECKPOINT_PAGES", "WAL_AUTOCHECKPOINT_PAGES", "LogCheckpoints", "sqlite_pragmas", "sqlite_sync_engine"]
+__all__ = [
+    "INLINE_AUTOCHECKPOINT_PAGES",
+    "WAL_AUTOCHECKPOINT_PAGES",
+    "LogCheckpoints",
+    "sqlite_pragmas",
+    "sqlite_sync_engine",
+]

@@ -12,7 +12,8 @@ TS = sa.DateTime(timezone=True)
 metadata = sa.MetaData()
 
 agents = sa.Table(
-    "agents", metadata,
+    "agents",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("organization_slug", sa.String(200), nullable=False),
     sa.Column("slug", sa.String(200), nullable=False),
@@ -34,7 +35,8 @@ agents = sa.Table(
 )
 
 runs = sa.Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("organization_slug", sa.String(200)),
     sa.Column("agent_slug", sa.String(200), nullable=False),
@@ -70,7 +72,8 @@ runs = sa.Table(
 )
 
 run_steps = sa.Table(
-    "run_steps", metadata,
+    "run_steps",
+    metadata,
     sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
     sa.Column("position", sa.Integer, primary_key=True),
     sa.Column("tool", sa.String(300), nullable=False),
@@ -85,7 +88,8 @@ run_steps = sa.Table(
 )
 
 deliverables = sa.Table(
-    "deliverables", metadata,
+    "deliverables",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, unique=True),
     sa.Column("format", sa.String(20), nullable=False),
@@ -100,7 +104,8 @@ deliverables = sa.Table(
 # redaction, keyed by the run or execution id (migration 9). The row is deleted when the run or
 # call ends, however it ends; the rows shown to people hold the redacted form only.
 queued_inputs = sa.Table(
-    "queued_inputs", metadata,
+    "queued_inputs",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("data", JSON, nullable=False),
     sa.Column("created_at", TS, nullable=False),

@@ -180,7 +180,9 @@ class ToolSource(ABC):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         return None
 
 
@@ -219,7 +221,9 @@ class WrappedSource(ToolSource):
         await self.inner.__aenter__()
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.inner.__aexit__(et, e, tb)
 
 
@@ -230,8 +234,13 @@ _FORWARDED = ("list_tools", "call_tool", "check", "resolve")
 def result_outcome(call: ToolCall, result: ToolResult) -> CallOutcome:
     """The outcome of a tool that answered: `ok`, or `failed` when it reported an error."""
     if result.is_error:
-        return CallOutcome(CallStatus.FAILED, call.name, call.execution_id, result=result,
-                           error=result.text or f"tool '{call.name}' reported an error")
+        return CallOutcome(
+            CallStatus.FAILED,
+            call.name,
+            call.execution_id,
+            result=result,
+            error=result.text or f"tool '{call.name}' reported an error",
+        )
     return CallOutcome(CallStatus.OK, call.name, call.execution_id, result=result)
 
 

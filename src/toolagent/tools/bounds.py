@@ -208,12 +208,18 @@ def bound_result(result: ToolResult | None, max_bytes: int) -> ToolResult | None
     if size <= max_bytes:
         return result
     full = int(result.truncated["sizeBytes"]) if result.truncated else size
-    parts = fit({"structuredContent": result.structured, "content": result.content, "text": result.text},
-                max_bytes - RESERVE_BYTES - json_size({k: raw[k] for k in ("isError",)}))
+    parts = fit(
+        {"structuredContent": result.structured, "content": result.content, "text": result.text},
+        max_bytes - RESERVE_BYTES - json_size({k: raw[k] for k in ("isError",)}),
+    )
     structured = parts["structuredContent"]
-    return replace(result, structured=structured if isinstance(structured, dict) else None,
-                   content=list(parts["content"] or []), text=parts["text"] or "",
-                   truncated=truncation(max_bytes, full))
+    return replace(
+        result,
+        structured=structured if isinstance(structured, dict) else None,
+        content=list(parts["content"] or []),
+        text=parts["text"] or "",
+        truncated=truncation(max_bytes, full),
+    )
 
 
 def bound_result_json(raw: Mapping[str, Any] | None, max_bytes: int) -> Mapping[str, Any] | None:
@@ -250,8 +256,9 @@ def bound_each_result(items: Sequence[Mapping[str, Any]], max_bytes: int, key: s
 # -- deliverables ---------------------------------------------------------------------------------
 
 
-def bound_deliverable(row: dict[str, Any], max_bytes: int,
-                      render: Callable[[dict[str, Any], dict[str, Any]], str]) -> dict[str, Any]:
+def bound_deliverable(
+    row: dict[str, Any], max_bytes: int, render: Callable[[dict[str, Any], dict[str, Any]], str]
+) -> dict[str, Any]:
     """A deliverable row (`content`, `data`, `metadata`, ...) within `max_bytes`, or as it is.
 
     Over the cap, each step's result in `data["results"]` is cut to a fair share, `metadata`
@@ -290,14 +297,26 @@ def _cut_content(fmt: str, content: str, metadata: dict[str, Any], budget: int) 
     if fmt == "json":
         return json.dumps({"metadata": metadata}, indent=2, default=str)
     mark = metadata["truncated"]
-    note = (f"\n… truncated: this deliverable is {mark['sizeBytes']} bytes, over the {mark['maxBytes']}-byte cap "
-            "(TOOLAGENT_MAX_DELIVERABLE_BYTES)\n")
+    note = (
+        f"\n… truncated: this deliverable is {mark['sizeBytes']} bytes, over the {mark['maxBytes']}-byte cap "
+        "(TOOLAGENT_MAX_DELIVERABLE_BYTES)\n"
+    )
     keep = max(0, budget - len(note.encode("utf-8")) - RESERVE_BYTES // 2)
     return content.encode("utf-8")[:keep].decode("utf-8", errors="ignore") + note
 
 
 __all__ = [
-    "DEFAULT_MAX_DELIVERABLE_BYTES", "DEFAULT_MAX_RESULT_BYTES", "ResultBounds", "bound_deliverable", "bound_each_result",
+    "DEFAULT_MAX_DELIVERABLE_BYTES",
+    "DEFAULT_MAX_RESULT_BYTES",
+    "ResultBounds",
+    "bound_deliverable",
+    "bound_each_result",
     "bound_result",
-    "bound_result_json", "fit", "fit_each", "json_size", "looks_large", "surely_within", "truncation",
+    "bound_result_json",
+    "fit",
+    "fit_each",
+    "json_size",
+    "looks_large",
+    "surely_within",
+    "truncation",
 ]

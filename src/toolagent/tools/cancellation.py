@@ -189,15 +189,27 @@ class Cancellation:
             return await self._until_final(execution_id, wait_s)
         execution = await self.get(execution_id, principal)
         if execution.status != ExecutionStatus.RUNNING:
-            raise UsageError(f"execution '{execution_id}' is not running (it ended {execution.status}); "
-                             "only running executions can be cancelled")
+            raise UsageError(
+                f"execution '{execution_id}' is not running (it ended {execution.status}); "
+                "only running executions can be cancelled"
+            )
         if not await self.executions.request_cancel(execution_id, by, self._now()):
             return await self.executions.get(execution_id) or execution
         owner = execution.owner
-        if owner is not None and owner.host == self.owner.host and owner.pid != self.owner.pid and not pid_alive(owner.pid):
+        if (
+            owner is not None
+            and owner.host == self.owner.host
+            and owner.pid != self.owner.pid
+            and not pid_alive(owner.pid)
+        ):
             # Nobody will notice the flag: its process is gone. Close it here.
-            closed = replace(execution, status=ExecutionStatus.CANCELLED, ended_at=self._now(),
-                             reason=f"cancelled by {by}", duration_ms=execution.running_time_ms(self._now()))
+            closed = replace(
+                execution,
+                status=ExecutionStatus.CANCELLED,
+                ended_at=self._now(),
+                reason=f"cancelled by {by}",
+                duration_ms=execution.running_time_ms(self._now()),
+            )
             if await self.executions.finish(closed):
                 await self.recorder.audit_outcome(closed)
             return await self.executions.get(execution_id) or closed

@@ -28,12 +28,17 @@ if TYPE_CHECKING:
 class Catalogue(ToolSource):
     """The tools of a `ServerPool`, classified; calls go to the pool (arguments already checked)."""
 
-    def __init__(self, pool: ServerPool | None = None, config: EngineConfig | None = None, *,
-                 on_registered: Callable[[ToolEntry], None] | None = None) -> None:
+    def __init__(
+        self,
+        pool: ServerPool | None = None,
+        config: EngineConfig | None = None,
+        *,
+        on_registered: Callable[[ToolEntry], None] | None = None,
+    ) -> None:
         """Args:
-            pool: The MCP servers (entered by the caller); None: only tools added with `add`.
-            config: Operator overrides of category, risk, tags, version, enabled.
-            on_registered: Told each tool the first time it is listed.
+        pool: The MCP servers (entered by the caller); None: only tools added with `add`.
+        config: Operator overrides of category, risk, tags, version, enabled.
+        on_registered: Told each tool the first time it is listed.
         """
         self.pool = pool
         self.registry = Registry(config, on_registered=on_registered)
@@ -79,8 +84,16 @@ class Catalogue(ToolSource):
         """
         return self.registry.require(name)
 
-    def listing(self, *, category: str | None = None, search: str | None = None, tags: Sequence[str] | None = None,
-                include_deprecated: bool = False, include_disabled: bool = False, level: str | None = None) -> ToolListing:
+    def listing(
+        self,
+        *,
+        category: str | None = None,
+        search: str | None = None,
+        tags: Sequence[str] | None = None,
+        include_deprecated: bool = False,
+        include_disabled: bool = False,
+        level: str | None = None,
+    ) -> ToolListing:
         """Discovery over the listed tools, each marked runnable or not for `level`.
 
         Raises:
@@ -88,8 +101,14 @@ class Catalogue(ToolSource):
         """
         if category is not None:
             parse_category(category)
-        return self.registry.list(category=category, search=search, tags=tags, include_deprecated=include_deprecated,
-                                  include_disabled=include_disabled, level=level)
+        return self.registry.list(
+            category=category,
+            search=search,
+            tags=tags,
+            include_deprecated=include_deprecated,
+            include_disabled=include_disabled,
+            level=level,
+        )
 
     async def list_tools(self, ctx: CallContext | None = None) -> dict[str, ToolEntry]:
         """Every listed tool by name."""

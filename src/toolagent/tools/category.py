@@ -26,10 +26,21 @@ CATEGORY_SOURCES: Final = ("operator", "server", "tool", "annotations", "default
 # When several words match, the most specific category wins (this order).
 _WORDS: Final[dict[str, tuple[str, ...]]] = {
     "browser": ("browser", "browsers", "playwright", "puppeteer", "chrome", "chromium", "selenium", "webdriver"),
-    "file": ("file", "files", "filesystem", "fs", "directory", "directories", "folder", "folders", "git",
-             "repository"),
-    "database": ("db", "database", "databases", "sql", "sqlite", "postgres", "postgresql", "mysql", "supabase",
-                 "mongo", "mongodb", "redis"),
+    "file": ("file", "files", "filesystem", "fs", "directory", "directories", "folder", "folders", "git", "repository"),
+    "database": (
+        "db",
+        "database",
+        "databases",
+        "sql",
+        "sqlite",
+        "postgres",
+        "postgresql",
+        "mysql",
+        "supabase",
+        "mongo",
+        "mongodb",
+        "redis",
+    ),
     "shell": ("shell", "terminal", "bash", "zsh", "exec", "command", "commands"),
     "memory": ("memory", "memories", "knowledge", "graph"),
     "web": ("web", "fetch", "http", "https", "url", "search", "crawl", "scrape"),
@@ -53,8 +64,9 @@ def _from_words(*names: str) -> str | None:
     return min(found, key=_RANK.__getitem__) if found else None
 
 
-def infer_category(server: str, tool: str, *, title: str | None = None,
-                   annotations: Mapping[str, Any] | None = None) -> tuple[str, str] | None:
+def infer_category(
+    server: str, tool: str, *, title: str | None = None, annotations: Mapping[str, Any] | None = None
+) -> tuple[str, str] | None:
     """The category of a tool nobody classified, and where it came from.
 
     Args:

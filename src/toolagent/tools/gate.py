@@ -27,8 +27,17 @@ from .records import Recorder
 
 def denied_outcome(call: ToolCall, record: Execution, exception: Any, code: str, reason: str) -> CallOutcome:
     """The outcome of a refused call, as recorded."""
-    return CallOutcome(CallStatus.DENIED, call.name, record.id, error=reason, reason=reason, denial=code,
-                       exception=exception, ended_at=record.ended_at, record=record)
+    return CallOutcome(
+        CallStatus.DENIED,
+        call.name,
+        record.id,
+        error=reason,
+        reason=reason,
+        denial=code,
+        exception=exception,
+        ended_at=record.ended_at,
+        record=record,
+    )
 
 
 @dataclass
@@ -39,22 +48,34 @@ class GateSource(WrappedSource):
 
     def _decide(self, call: ToolCall, ctx: CallContext, *, revoked_at: Any, scopes: Any) -> Decision:
         key = ctx.api_key
-        return decide(user=ctx.principal.name, level=ctx.principal.level, tool=call.name, risk=call.entry.risk,
-                      category=call.entry.category, enabled=call.entry.enabled, agent_tools=ctx.agent_tools,
-                      key_id=key.id if key is not None else None, key_revoked_at=revoked_at, key_scopes=scopes)
+        return decide(
+            user=ctx.principal.name,
+            level=ctx.principal.level,
+            tool=call.name,
+            risk=call.entry.risk,
+            category=call.entry.category,
+            enabled=call.entry.enabled,
+            agent_tools=ctx.agent_tools,
+            key_id=key.id if key is not None else None,
+            key_revoked_at=revoked_at,
+            key_scopes=scopes,
+        )
 
     async def check(self, call: ToolCall, ctx: CallContext) -> None:
         """The inner checks (arguments, SQL) only for a caller the gate admits: nothing of a refused
         caller's input is parsed on its behalf; `call_tool` then refuses and records the call."""
         key = ctx.api_key
-        if self._decide(call, ctx, revoked_at=key.revoked_at if key else None,
-                        scopes=key.scopes if key else None).allowed:
+        if self._decide(
+            call, ctx, revoked_at=key.revoked_at if key else None, scopes=key.scopes if key else None
+        ).allowed:
             await self.inner.check(call, ctx)
 
     async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
         """Decide; refuse and record, or pass the call on with the key re-check for admission."""
         key = ctx.api_key
-        decision = self._decide(call, ctx, revoked_at=key.revoked_at if key else None, scopes=key.scopes if key else None)
+        decision = self._decide(
+            call, ctx, revoked_at=key.revoked_at if key else None, scopes=key.scopes if key else None
+        )
         if not decision.allowed:
             return await self.refuse(call, ctx, self.recorder.draft(call, ctx), decision)
         if key is None:
@@ -62,8 +83,12 @@ class GateSource(WrappedSource):
 
         def recheck(conn: Connection, execution: Execution) -> Decision:
             fresh = read_once(("api_key", key.id), lambda: Principals.key_in(conn, key.id))
-            return self._decide(call, ctx, revoked_at=fresh.revoked_at if fresh else key.revoked_at or execution.started_at,
-                                scopes=(fresh or key).scopes)
+            return self._decide(
+                call,
+                ctx,
+                revoked_at=fresh.revoked_at if fresh else key.revoked_at or execution.started_at,
+                scopes=(fresh or key).scopes,
+            )
 
         # The record layer runs the re-check in its admission transaction and records a refusal.
         return await self.inner.call_tool(evolve(call, admission=(recheck, *call.admission)), ctx)
@@ -77,7 +102,9 @@ async def refuse(recorder: Recorder, call: ToolCall, draft: Execution, decision:
     """Record the gate's `decision` as a denial of `draft`; the outcome carries `ExecutionDenied`."""
     code, reason = decision.code or "denied", decision.reason or "denied"
     record = await recorder.deny(draft, code, reason)
-    exc = ExecutionDenied(decision, tool=call.name, level=draft.level or "", risk=call.entry.risk, execution_id=record.id)
+    exc = ExecutionDenied(
+        decision, tool=call.name, level=draft.level or "", risk=call.entry.risk, execution_id=record.id
+    )
     return denied_outcome(call, record, exc, code, reason)
 
 

@@ -31,8 +31,9 @@ class LimitedSource(WrappedSource):
         principal = ctx.principal
 
         def count(conn: Connection, execution: Execution) -> list[LimitStatus]:
-            return self.limits.consume(conn, principal.name, principal.plan, tool=execution.tool,
-                                       category=execution.category)
+            return self.limits.consume(
+                conn, principal.name, principal.plan, tool=execution.tool, category=execution.category
+            )
 
         return await self.inner.call_tool(evolve(call, admission=(*call.admission, count)), ctx)
 

@@ -45,8 +45,12 @@ from .gate import denied_outcome, refuse
 from .records import Recorder
 from .spec import ToolResult
 
-_STORED = {CallStatus.OK: ExecutionStatus.SUCCESS, CallStatus.FAILED: ExecutionStatus.FAILED,
-           CallStatus.TIMED_OUT: ExecutionStatus.CANCELLED, CallStatus.CANCELLED: ExecutionStatus.CANCELLED}
+_STORED = {
+    CallStatus.OK: ExecutionStatus.SUCCESS,
+    CallStatus.FAILED: ExecutionStatus.FAILED,
+    CallStatus.TIMED_OUT: ExecutionStatus.CANCELLED,
+    CallStatus.CANCELLED: ExecutionStatus.CANCELLED,
+}
 
 
 @dataclass
@@ -75,8 +79,15 @@ class RecordedSource(WrappedSource):
             if isinstance(admitted, Decision):
                 return await refuse(self.recorder, call, draft, admitted)
             if admitted.status != ExecutionStatus.RUNNING:  # its run was cancelled: never started
-                return CallOutcome(CallStatus.CANCELLED, call.name, admitted.id, reason=admitted.reason,
-                                   error=admitted.reason, ended_at=admitted.ended_at, record=admitted)
+                return CallOutcome(
+                    CallStatus.CANCELLED,
+                    call.name,
+                    admitted.id,
+                    reason=admitted.reason,
+                    error=admitted.reason,
+                    ended_at=admitted.ended_at,
+                    record=admitted,
+                )
             if ctx.on_admitted is not None:
                 ctx.on_admitted(admitted)
             with log_context(execution_id=admitted.id, tool=admitted.tool, user=admitted.user, run_id=admitted.run_id):
@@ -92,14 +103,20 @@ class RecordedSource(WrappedSource):
         except anyio.get_cancelled_exc_class():
             # The caller's own task was cancelled (a sibling step failed, the run was stopped):
             # record it, then let the cancellation go on.
-            await self._finish(execution, started, CallOutcome(
-                CallStatus.CANCELLED, call.name, reason="cancelled: the calling task was cancelled"))
+            await self._finish(
+                execution,
+                started,
+                CallOutcome(CallStatus.CANCELLED, call.name, reason="cancelled: the calling task was cancelled"),
+            )
             raise
         except ToolAgentError as exc:
             outcome = CallOutcome(CallStatus.FAILED, call.name, error=exc.message, exception=exc)
         except Exception as exc:
-            await self._finish(execution, started, CallOutcome(
-                CallStatus.FAILED, call.name, error=f"internal error: {type(exc).__name__}: {exc}"))
+            await self._finish(
+                execution,
+                started,
+                CallOutcome(CallStatus.FAILED, call.name, error=f"internal error: {type(exc).__name__}: {exc}"),
+            )
             raise
         return await self._finish(execution, started, outcome, settle_later=ctx.settle_later)
 
@@ -113,33 +130,54 @@ class RecordedSource(WrappedSource):
                 return await anyio.to_thread.run_sync(bound_result, result, self.max_result_bytes)
         return bound_result(result, self.max_result_bytes)
 
-    async def _finish(self, execution: Execution, started: float, outcome: CallOutcome, *,
-                      settle_later: bool = False) -> CallOutcome:
+    async def _finish(
+        self, execution: Execution, started: float, outcome: CallOutcome, *, settle_later: bool = False
+    ) -> CallOutcome:
         duration_ms = (time.perf_counter() - started) * 1000
         result = await self._stored_result(outcome.result)
         ended = evolve(
-            execution, status=_STORED[outcome.status], ended_at=datetime.fromtimestamp(self.clock(), UTC),
-            duration_ms=duration_ms, result=result,
+            execution,
+            status=_STORED[outcome.status],
+            ended_at=datetime.fromtimestamp(self.clock(), UTC),
+            duration_ms=duration_ms,
+            result=result,
             error=redact_text(outcome.error) if outcome.error and outcome.status is not CallStatus.CANCELLED else None,
             reason=outcome.reason,
         )
         settle = self.recorder.finish_later(ended)
         if settle_later:
             # The caller settles the write (a BUILD step's run, before it ends): it goes on now.
-            return evolve(outcome, execution_id=ended.id, error=ended.error or outcome.error, reason=ended.reason,
-                          duration_ms=ended.duration_ms, ended_at=ended.ended_at, limits=execution.limits,
-                          record=ended, settle=settle)
+            return evolve(
+                outcome,
+                execution_id=ended.id,
+                error=ended.error or outcome.error,
+                reason=ended.reason,
+                duration_ms=ended.duration_ms,
+                ended_at=ended.ended_at,
+                limits=execution.limits,
+                record=ended,
+                settle=settle,
+            )
         stored = await settle()
         status = outcome.status if stored is ended else _called(stored)
-        return evolve(outcome, status=status, execution_id=stored.id, error=stored.error or outcome.error,
-                      reason=stored.reason, duration_ms=stored.duration_ms, ended_at=stored.ended_at,
-                      limits=execution.limits, record=stored)
+        return evolve(
+            outcome,
+            status=status,
+            execution_id=stored.id,
+            error=stored.error or outcome.error,
+            reason=stored.reason,
+            duration_ms=stored.duration_ms,
+            ended_at=stored.ended_at,
+            limits=execution.limits,
+            record=stored,
+        )
 
 
 def _called(record: Any) -> CallStatus:
     """The outcome status of a record someone else closed."""
     return {ExecutionStatus.SUCCESS: CallStatus.OK, ExecutionStatus.FAILED: CallStatus.FAILED}.get(
-        record.status, CallStatus.CANCELLED)
+        record.status, CallStatus.CANCELLED
+    )
 
 
 __all__ = ["RecordedSource"]

@@ -61,11 +61,20 @@ def _under_agent(execution: Execution, reason: str | None) -> str | None:
 def decision_entry(execution: Execution, *, allowed: bool, reason: str | None = None) -> AuditEntry:
     """The audit row of the gate's verdict on `execution`."""
     return AuditEntry(
-        principal=execution.user, api_key_id=execution.api_key_id, tool=execution.tool, risk=execution.risk,
-        level=execution.level, decision="allow" if allowed else "deny", reason=_under_agent(execution, reason),
-        arguments=execution.arguments, spelled_arguments=execution.audit_arguments,
-        outcome=None if allowed else AuditOutcome.DENIED, started_at=execution.started_at,
-        ended_at=None if allowed else execution.started_at, run_id=execution.run_id, execution_id=execution.id,
+        principal=execution.user,
+        api_key_id=execution.api_key_id,
+        tool=execution.tool,
+        risk=execution.risk,
+        level=execution.level,
+        decision="allow" if allowed else "deny",
+        reason=_under_agent(execution, reason),
+        arguments=execution.arguments,
+        spelled_arguments=execution.audit_arguments,
+        outcome=None if allowed else AuditOutcome.DENIED,
+        started_at=execution.started_at,
+        ended_at=None if allowed else execution.started_at,
+        run_id=execution.run_id,
+        execution_id=execution.id,
         event="decision",
     )
 
@@ -73,12 +82,21 @@ def decision_entry(execution: Execution, *, allowed: bool, reason: str | None = 
 def outcome_entry(execution: Execution) -> AuditEntry:
     """The audit row of how `execution` ended."""
     return AuditEntry(
-        principal=execution.user, api_key_id=execution.api_key_id, tool=execution.tool, risk=execution.risk,
-        level=execution.level, reason=_under_agent(execution, execution.reason or execution.error),
-        arguments=execution.arguments, spelled_arguments=execution.audit_arguments,
+        principal=execution.user,
+        api_key_id=execution.api_key_id,
+        tool=execution.tool,
+        risk=execution.risk,
+        level=execution.level,
+        reason=_under_agent(execution, execution.reason or execution.error),
+        arguments=execution.arguments,
+        spelled_arguments=execution.audit_arguments,
         outcome=execution.status,  # type: ignore[arg-type]
-        started_at=execution.started_at, ended_at=execution.ended_at, duration_ms=execution.duration_ms,
-        run_id=execution.run_id, execution_id=execution.id, event="outcome",
+        started_at=execution.started_at,
+        ended_at=execution.ended_at,
+        duration_ms=execution.duration_ms,
+        run_id=execution.run_id,
+        execution_id=execution.id,
+        event="outcome",
     )
 
 
@@ -143,9 +161,14 @@ class Recorder:
                 self.window_s = DEFAULT_WINDOW_S if ms is None else ms / 1000
             if self.batch_max is None:
                 self.batch_max = settings.commit_batch_max or DEFAULT_MAX_SIZE
-        self.writes = GroupCommit(self.db, window_s=self.window_s, max_size=self.batch_max, seal=self._seal,
-                                  company=lambda: self.calls_under_way > 1 or others_ready(),
-                                  crowd=lambda: self.calls_under_way > 1)
+        self.writes = GroupCommit(
+            self.db,
+            window_s=self.window_s,
+            max_size=self.batch_max,
+            seal=self._seal,
+            company=lambda: self.calls_under_way > 1 or others_ready(),
+            crowd=lambda: self.calls_under_way > 1,
+        )
 
     def _seal(self, conn: Connection, written: list[_Written]) -> None:
         """The batch's shared part: new rows, outcomes' updates, then totals, then the audit rows
@@ -179,11 +202,21 @@ class Recorder:
         remember_secrets(call.arguments, ctx.metadata)
         arguments = redact(call.arguments)
         return Execution(
-            id=call.execution_id, tool=call.name, category=call.entry.category, risk=call.entry.risk,
-            status=ExecutionStatus.RUNNING, user=principal.name, started_at=datetime.fromtimestamp(call.started_s, UTC),
-            level=principal.level, api_key_id=key.id if key is not None else None, session_id=ctx.session_id,
-            run_id=ctx.run_id, metadata=_metadata(ctx),
-            arguments=arguments, timeout_ms=call.timeout_ms, owner=self.owner,
+            id=call.execution_id,
+            tool=call.name,
+            category=call.entry.category,
+            risk=call.entry.risk,
+            status=ExecutionStatus.RUNNING,
+            user=principal.name,
+            started_at=datetime.fromtimestamp(call.started_s, UTC),
+            level=principal.level,
+            api_key_id=key.id if key is not None else None,
+            session_id=ctx.session_id,
+            run_id=ctx.run_id,
+            metadata=_metadata(ctx),
+            arguments=arguments,
+            timeout_ms=call.timeout_ms,
+            owner=self.owner,
             # Both of the call's audit rows hold this text: spelled once.
             audit_arguments=spell_arguments(arguments, redacted=True) if self.audit is not None else None,
         )
@@ -192,12 +225,20 @@ class Recorder:
 
     async def deny(self, execution: Execution, code: str, reason: str) -> Execution:
         """Record a refused call (denied, never sent) in one write; returns the record."""
-        denied = replace(execution, status=ExecutionStatus.FAILED, denied=True, denial=code, reason=reason,
-                         error=reason, ended_at=execution.started_at)
+        denied = replace(
+            execution,
+            status=ExecutionStatus.FAILED,
+            denied=True,
+            denial=code,
+            reason=reason,
+            error=reason,
+            ended_at=execution.started_at,
+        )
         with anyio.CancelScope(shield=True):
             # No statement of its own (the batch writes the row and the audit row): no savepoint.
-            await self.writes.submit(self._record_in, denied, decision_entry(denied, allowed=False, reason=reason),
-                                     savepoint=False)
+            await self.writes.submit(
+                self._record_in, denied, decision_entry(denied, allowed=False, reason=reason), savepoint=False
+            )
             await self.emit("execution_denied", denied, status=CallStatus.DENIED, reason=reason)
         return denied
 
@@ -228,15 +269,21 @@ class Recorder:
             raise admitted
         if isinstance(admitted, Execution) and admitted.status == ExecutionStatus.CANCELLED:
             with anyio.CancelScope(shield=True):
-                await self.emit("execution_cancelled", admitted, status=ExecutionStatus.CANCELLED, reason=admitted.reason)
+                await self.emit(
+                    "execution_cancelled", admitted, status=ExecutionStatus.CANCELLED, reason=admitted.reason
+                )
         return admitted  # type: ignore[no-any-return]
 
     def _admit_in(self, conn: Connection, execution: Execution, hooks: tuple[Any, ...]) -> _Written:
         counted: list[LimitStatus] = []
         by = None if execution.run_id is None else self.executions.run_cancelled_by(conn, execution.run_id)
         if by is not None:
-            cancelled = replace(execution, status=ExecutionStatus.CANCELLED, ended_at=execution.started_at,
-                                reason=f"run {execution.run_id} was cancelled by {by}")
+            cancelled = replace(
+                execution,
+                status=ExecutionStatus.CANCELLED,
+                ended_at=execution.started_at,
+                reason=f"run {execution.run_id} was cancelled by {by}",
+            )
             return _Written(cancelled, rows=(cancelled,), ended=(cancelled,), entries=(outcome_entry(cancelled),))
         for hook in hooks:
             try:
@@ -248,8 +295,11 @@ class Recorder:
                     return _Written(verdict)
             elif verdict:
                 counted.extend(verdict)
-        return _Written(evolve(execution, limits=tuple(counted)), rows=(execution,),
-                        entries=(decision_entry(execution, allowed=True),))
+        return _Written(
+            evolve(execution, limits=tuple(counted)),
+            rows=(execution,),
+            entries=(decision_entry(execution, allowed=True),),
+        )
 
     # -- outcome ----------------------------------------------------------------------------------
 
@@ -275,8 +325,13 @@ class Recorder:
                     # Closed meanwhile by someone else (a process that took this one for dead).
                     return await self.executions.get(outcome.id) or outcome
                 kind = "execution_cancelled" if outcome.status == ExecutionStatus.CANCELLED else "execution_finished"
-                await self.emit(kind, outcome, status=outcome.status, duration_ms=outcome.duration_ms,
-                                reason=outcome.reason or outcome.error)
+                await self.emit(
+                    kind,
+                    outcome,
+                    status=outcome.status,
+                    duration_ms=outcome.duration_ms,
+                    reason=outcome.reason or outcome.error,
+                )
             return outcome
 
         return settle
@@ -296,13 +351,24 @@ class Recorder:
         """Emit a lifecycle event about `execution` (unless no subscriber wants it)."""
         if not self.events.wants(kind, extra.get("status")):
             return
-        await self.events.emit(Event(
-            kind,  # type: ignore[arg-type]
-            execution_id=execution.id, run_id=execution.run_id, tool=execution.tool, user=execution.user,
-            data={"category": execution.category, "risk": execution.risk, "level": execution.level,
-                  "apiKeyId": execution.api_key_id, "sessionId": execution.session_id, "timeoutMs": execution.timeout_ms},
-            **extra,
-        ))
+        await self.events.emit(
+            Event(
+                kind,  # type: ignore[arg-type]
+                execution_id=execution.id,
+                run_id=execution.run_id,
+                tool=execution.tool,
+                user=execution.user,
+                data={
+                    "category": execution.category,
+                    "risk": execution.risk,
+                    "level": execution.level,
+                    "apiKeyId": execution.api_key_id,
+                    "sessionId": execution.session_id,
+                    "timeoutMs": execution.timeout_ms,
+                },
+                **extra,
+            )
+        )
 
 
 __all__ = ["Recorder", "decision_entry", "outcome_entry"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import anyio
-
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from ..errors import ServerUnavailable, ToolCallError

@@ -82,7 +82,12 @@ class ToolResult:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (`truncated` only when set)."""
-        data = {"isError": self.is_error, "structuredContent": self.structured, "content": self.content, "text": self.text}
+        data = {
+            "isError": self.is_error,
+            "structuredContent": self.structured,
+            "content": self.content,
+            "text": self.text,
+        }
         if self.truncated is not None:
             data["truncated"] = self.truncated
         return data
@@ -91,5 +96,10 @@ class ToolResult:
     def from_json(cls, raw: Mapping[str, Any]) -> ToolResult:
         """A result from its stored form."""
         truncated = raw.get("truncated")
-        return cls(bool(raw.get("isError")), raw.get("structuredContent"), list(raw.get("content") or []),
-                   str(raw.get("text") or ""), dict(truncated) if isinstance(truncated, Mapping) else None)
+        return cls(
+            bool(raw.get("isError")),
+            raw.get("structuredContent"),
+            list(raw.get("content") or []),
+            str(raw.get("text") or ""),
+            dict(truncated) if isinstance(truncated, Mapping) else None,
+        )

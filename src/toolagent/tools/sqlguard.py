@@ -34,7 +34,8 @@ class SqlGuardedSource(WrappedSource):
             raise PermissionDenied(
                 f"tool '{call.name}' takes SQL and this server runs such tools only under an agent "
                 "(TOOLAGENT_SQL_TOOLS_REQUIRE_AGENT): name one with `agent` (`org/slug`, `--agent` on the CLI), "
-                "whose tool list and security block then apply")
+                "whose tool list and security block then apply"
+            )
         security = ctx.security
         sql = call.arguments.get("sql")
         if security is not None and call.spec.takes_sql and isinstance(sql, str):

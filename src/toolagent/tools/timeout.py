@@ -28,8 +28,11 @@ class TimeoutSource(WrappedSource):
     async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
         """Run the inner call under its deadline; answer `timed_out` or `cancelled` when stopped."""
         scope = anyio.CancelScope(deadline=anyio.current_time() + call.timeout_ms / 1000)
-        active = (self.cancellation.register(call.execution_id, ctx.principal.name, ctx.run_id, scope)
-                  if self.cancellation is not None else None)
+        active = (
+            self.cancellation.register(call.execution_id, ctx.principal.name, ctx.run_id, scope)
+            if self.cancellation is not None
+            else None
+        )
         try:
             outcome: CallOutcome | None = None
             with scope:
@@ -51,9 +54,16 @@ class TimeoutSource(WrappedSource):
     def _stopped(call: ToolCall, active: Active | None) -> CallOutcome:
         """A call our own scope abandoned: cancelled by someone, else timed out."""
         if active is not None and active.cancelled_by is not None:
-            return CallOutcome(CallStatus.CANCELLED, call.name, call.execution_id, reason=f"cancelled by {active.cancelled_by}")
-        return CallOutcome(CallStatus.TIMED_OUT, call.name, call.execution_id, reason=f"timeout after {call.timeout_ms} ms",
-                           error=f"tool '{call.name}' timed out after {call.timeout_ms} ms")
+            return CallOutcome(
+                CallStatus.CANCELLED, call.name, call.execution_id, reason=f"cancelled by {active.cancelled_by}"
+            )
+        return CallOutcome(
+            CallStatus.TIMED_OUT,
+            call.name,
+            call.execution_id,
+            reason=f"timeout after {call.timeout_ms} ms",
+            error=f"tool '{call.name}' timed out after {call.timeout_ms} ms",
+        )
 
 
 __all__ = ["TimeoutSource"]

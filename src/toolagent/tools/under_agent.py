@@ -46,8 +46,9 @@ async def under_agent(store: Store, ref: str, ctx: CallContext) -> CallContext:
     try:
         record = await store.agents.get_agent(org, slug)
     except NotFound as exc:
-        raise NotFound(f"agent '{org}/{slug}' not found: list the agents with GET /api/agents "
-                       "(`toolagent agents list`)") from exc
+        raise NotFound(
+            f"agent '{org}/{slug}' not found: list the agents with GET /api/agents (`toolagent agents list`)"
+        ) from exc
     config = load_record(record).definition.configuration
     return replace(ctx, agent=f"{org}/{slug}", agent_tools=tuple(config.tools), security=config.security)
 
@@ -60,8 +61,9 @@ def check_metadata(metadata: object) -> None:
         UsageError: it does.
     """
     if isinstance(metadata, dict) and AGENT_METADATA_KEY in metadata:
-        raise UsageError(f"context.metadata.{AGENT_METADATA_KEY} is reserved: name the agent with `agent` "
-                         "(`org/slug`) instead")
+        raise UsageError(
+            f"context.metadata.{AGENT_METADATA_KEY} is reserved: name the agent with `agent` (`org/slug`) instead"
+        )
 
 
 __all__ = ["AGENT_METADATA_KEY", "check_metadata", "split_agent_ref", "under_agent"]

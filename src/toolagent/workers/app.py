@@ -56,11 +56,13 @@ def conninfo(url: str) -> str:
         UsageError: the store is SQLite.
     """
     if url.startswith("postgresql+psycopg://"):
-        return "postgresql://" + url[len("postgresql+psycopg://"):]
+        return "postgresql://" + url[len("postgresql+psycopg://") :]
     if url.startswith("postgresql://"):
         return url
-    raise UsageError("workers need PostgreSQL: set TOOLAGENT_DATABASE_URL (or --db) to postgresql://USER@HOST/DB; "
-                     "with SQLite, runs execute in the calling process")
+    raise UsageError(
+        "workers need PostgreSQL: set TOOLAGENT_DATABASE_URL (or --db) to postgresql://USER@HOST/DB; "
+        "with SQLite, runs execute in the calling process"
+    )
 
 
 def reap_every_s(stalled_s: float) -> int:
@@ -108,5 +110,17 @@ def _state(context: Any) -> Any:
     return state
 
 
-__all__ = ["DEFAULT_JOB_RETENTION_S", "DEFAULT_STALLED_S", "MAINTENANCE_QUEUE", "REAP_LOCK", "REAP_TASK", "STATE_KEY", "conninfo", "make_app", "job_retention_s",
-           "reap_every_s", "stalled_after_s", "submitting"]
+__all__ = [
+    "DEFAULT_JOB_RETENTION_S",
+    "DEFAULT_STALLED_S",
+    "MAINTENANCE_QUEUE",
+    "REAP_LOCK",
+    "REAP_TASK",
+    "STATE_KEY",
+    "conninfo",
+    "make_app",
+    "job_retention_s",
+    "reap_every_s",
+    "stalled_after_s",
+    "submitting",
+]

@@ -72,23 +72,36 @@ def _take(conn: Connection, execution: Execution) -> None:
 
 def queued_call_stack(runtime: Runtime) -> ToolSource:
     """The runtime's tool layers over its catalogue, with the record layer that admits queued calls."""
-    recorder = Recorder(runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events,
-                        None)  # type: ignore[arg-type] - no process id on the row: the heartbeat says who runs it
-    return build_tool_stack(runtime.catalogue, recorder=recorder, limits=runtime.limits,
-                            cancellation=runtime.cancellation, clock=runtime.clock)
+    recorder = Recorder(runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events, None)  # type: ignore[arg-type] - no process id on the row: the heartbeat says who runs it
+    return build_tool_stack(
+        runtime.catalogue,
+        recorder=recorder,
+        limits=runtime.limits,
+        cancellation=runtime.cancellation,
+        clock=runtime.clock,
+    )
 
 
 def _allowed(call: ToolCall, ctx: CallContext) -> bool:
     """The gate's verdict before any I/O (its checks without the in-transaction key re-read)."""
     key = ctx.api_key
-    return decide(user=ctx.principal.name, level=ctx.principal.level, tool=call.name, risk=call.entry.risk,
-                  category=call.entry.category, enabled=call.entry.enabled, agent_tools=ctx.agent_tools,
-                  key_id=key.id if key is not None else None, key_revoked_at=key.revoked_at if key else None,
-                  key_scopes=key.scopes if key else None).allowed
+    return decide(
+        user=ctx.principal.name,
+        level=ctx.principal.level,
+        tool=call.name,
+        risk=call.entry.risk,
+        category=call.entry.category,
+        enabled=call.entry.enabled,
+        agent_tools=ctx.agent_tools,
+        key_id=key.id if key is not None else None,
+        key_revoked_at=key.revoked_at if key else None,
+        key_scopes=key.scopes if key else None,
+    ).allowed
 
 
-async def submit_call(runtime: Runtime, entry: ToolEntry, arguments: dict[str, Any],
-                      ctx: CallContext) -> Execution | CallOutcome:
+async def submit_call(
+    runtime: Runtime, entry: ToolEntry, arguments: dict[str, Any], ctx: CallContext
+) -> Execution | CallOutcome:
     """Queue one async call for the workers.
 
     Returns:
@@ -110,8 +123,9 @@ async def submit_call(runtime: Runtime, entry: ToolEntry, arguments: dict[str, A
         return CallOutcome(CallStatus.FAILED, call.name, error=exc.message, exception=exc)
     draft = runtime.recorder.draft(call, ctx)  # redacted arguments and metadata
     queued = replace(draft, status=ExecutionStatus.QUEUED, owner=None)
-    await runtime.store.queue.calls.submit(queued, dict(arguments),
-                                           dict(ctx.metadata) if ctx.metadata is not None else None, ctx.agent)
+    await runtime.store.queue.calls.submit(
+        queued, dict(arguments), dict(ctx.metadata) if ctx.metadata is not None else None, ctx.agent
+    )
     return queued
 
 
@@ -127,8 +141,13 @@ async def run_queued_call(runtime: Runtime, stack: ToolSource, execution_id: str
         principal = await runtime.principals.get_user(execution.user)
         key = await runtime.principals.get_key(execution.api_key_id) if execution.api_key_id else None
         entry = await runtime.tools.resolve(execution.tool)
-        ctx = CallContext(principal, api_key=key, session_id=execution.session_id, metadata=queued.metadata,
-                          timeout_ms=execution.timeout_ms)
+        ctx = CallContext(
+            principal,
+            api_key=key,
+            session_id=execution.session_id,
+            metadata=queued.metadata,
+            timeout_ms=execution.timeout_ms,
+        )
         if queued.agent is not None:
             # Under the agent as stored now: its tool list and security block are checked again.
             ctx = await under_agent(runtime.store, queued.agent, ctx)
@@ -136,8 +155,14 @@ async def run_queued_call(runtime: Runtime, stack: ToolSource, execution_id: str
         # Nothing ran: its user, key, tool or agent is gone.
         await calls.close_unstarted(execution_id, f"call could not start: {exc.message}")
         return None
-    call = ToolCall(entry, queued.arguments, execution.id, execution.started_at.timestamp(),
-                    execution.timeout_ms or runtime.tools.default_timeout_ms, admission=(_take,))
+    call = ToolCall(
+        entry,
+        queued.arguments,
+        execution.id,
+        execution.started_at.timestamp(),
+        execution.timeout_ms or runtime.tools.default_timeout_ms,
+        admission=(_take,),
+    )
     try:
         await stack.check(call, ctx)
     except ToolAgentError as exc:
@@ -168,7 +193,8 @@ async def cancel_call(runtime: Runtime, execution: Execution, by: str) -> Execut
 def on_a_worker(execution: Execution) -> bool:
     """Whether `execution` is a call of the `tools` queue (queued, or running on a worker)."""
     return execution.status == ExecutionStatus.QUEUED or (
-        execution.status == ExecutionStatus.RUNNING and execution.owner is None)
+        execution.status == ExecutionStatus.RUNNING and execution.owner is None
+    )
 
 
 __all__ = ["NotQueued", "cancel_call", "on_a_worker", "queued_call_stack", "run_queued_call", "submit_call"]

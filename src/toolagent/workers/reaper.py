@@ -113,8 +113,14 @@ async def _close_executions(runtime: Runtime, run_id: str, reason: str) -> None:
     """End the run's executions still `running` as `failed`, with the reason (audited)."""
     now = utcnow()
     for execution in await runtime.executions.running(run_id=run_id):
-        closed = replace(execution, status=ExecutionStatus.FAILED, ended_at=now, reason="interrupted",
-                         error=reason, duration_ms=execution.running_time_ms(now))
+        closed = replace(
+            execution,
+            status=ExecutionStatus.FAILED,
+            ended_at=now,
+            reason="interrupted",
+            error=reason,
+            duration_ms=execution.running_time_ms(now),
+        )
         if await runtime.executions.finish(closed):
             await runtime.recorder.audit_outcome(closed)
 

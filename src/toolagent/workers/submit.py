@@ -24,8 +24,12 @@ def plan_to_json(plan: BuildPlan) -> dict[str, Any]:
     """The stored form of a plan: the definition as planned (overrides merged), so a worker runs
     exactly what was submitted even if the agent changes meanwhile."""
     return {
-        "agent": plan.agent_ref, "organization": plan.organization_slug, "slug": plan.agent_slug,
-        "version": plan.agent_version, "overrides": plan.overrides, "format": plan.deliverable_format.value,
+        "agent": plan.agent_ref,
+        "organization": plan.organization_slug,
+        "slug": plan.agent_slug,
+        "version": plan.agent_version,
+        "overrides": plan.overrides,
+        "format": plan.deliverable_format.value,
         "definition": plan.definition.model_dump(mode="json", by_alias=True, exclude_none=True),
     }
 
@@ -57,8 +61,14 @@ def plan_from_json(doc: Mapping[str, Any]) -> BuildPlan:
 
 
 async def submit_run(
-    store: Store, plan: BuildPlan, payload: Mapping[str, Any] | None, principal: Principal, *,
-    api_key: ApiKey | None = None, metadata: Mapping[str, Any] | None = None, user: str | None = None,
+    store: Store,
+    plan: BuildPlan,
+    payload: Mapping[str, Any] | None,
+    principal: Principal,
+    *,
+    api_key: ApiKey | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    user: str | None = None,
     run_id: str | None = None,
 ) -> str:
     """Store the run `queued` and defer its job in one transaction; a worker runs it as `principal`
@@ -72,11 +82,19 @@ async def submit_run(
     """
     run_id = run_id or new_run_id()
     await store.queue.submit_run(
-        id=run_id, organization_slug=plan.organization_slug, agent_slug=plan.agent_slug,
-        agent_version=plan.agent_version, user_id=user if user is not None else principal.name,
-        execution_mode=plan.mode.value, stop_on_error=plan.stop_on_error, payload=dict(payload or {}),
-        overrides=plan.overrides or None, plan=plan_to_json(plan), principal=principal.name,
-        api_key_id=api_key.id if api_key is not None else None, run_metadata=dict(metadata or {}) or None,
+        id=run_id,
+        organization_slug=plan.organization_slug,
+        agent_slug=plan.agent_slug,
+        agent_version=plan.agent_version,
+        user_id=user if user is not None else principal.name,
+        execution_mode=plan.mode.value,
+        stop_on_error=plan.stop_on_error,
+        payload=dict(payload or {}),
+        overrides=plan.overrides or None,
+        plan=plan_to_json(plan),
+        principal=principal.name,
+        api_key_id=api_key.id if api_key is not None else None,
+        run_metadata=dict(metadata or {}) or None,
         steps=[{"position": s.position, "tool": s.tool} for s in plan.steps],
         # The run's row keeps the redacted form; what the worker runs with is kept aside until the run ends.
         inputs={"plan": plan_to_json(plan), "payload": dict(payload or {}), "metadata": dict(metadata or {}) or None},
@@ -103,8 +121,18 @@ async def follow_run(store: Store, run_id: str, on_event: EventSink | None = Non
             await emit(RunEvent("run_started", run_id))
         if started:
             for step in await store.runs.get_steps(run_id):
-                state = StepState(step.position, step.tool, step.status, step.params, step.param_sources, None,
-                                  step.error, step.started_at, step.ended_at, step.duration_ms)
+                state = StepState(
+                    step.position,
+                    step.tool,
+                    step.status,
+                    step.params,
+                    step.param_sources,
+                    None,
+                    step.error,
+                    step.started_at,
+                    step.ended_at,
+                    step.duration_ms,
+                )
                 before = seen.get(step.position, StepStatus.PENDING)
                 if step.status == before or step.status == StepStatus.PENDING:
                     continue

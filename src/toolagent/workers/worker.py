@@ -103,7 +103,9 @@ class WorkerState:
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 current = await self.runtime.executions.get(execution_id)
-                self.stop_call(execution_id, (current.cancel_requested_by if current else None) or "an abort of its job")
+                self.stop_call(
+                    execution_id, (current.cancel_requested_by if current else None) or "an abort of its job"
+                )
                 with anyio.move_on_after(10):
                     await done.wait()
             raise
@@ -146,8 +148,13 @@ class WorkerState:
         except ToolAgentError as exc:
             # Nothing ran: the run cannot be run as submitted (its user or key is gone, its plan broken).
             now = utcnow()
-            await self.store.runs.finish_run(run_id, deliverable=None, status=RunStatus.FAILED,
-                                             error=f"run could not start: {exc.message}", ended_at=now)
+            await self.store.runs.finish_run(
+                run_id,
+                deliverable=None,
+                status=RunStatus.FAILED,
+                error=f"run could not start: {exc.message}",
+                ended_at=now,
+            )
             await self.store.queue.drop_inputs(run_id)
             self._tell(RunStatus.FAILED, run_id)
             return
@@ -158,8 +165,9 @@ class WorkerState:
         # masked by value wherever they come back (step params, results, the deliverable).
         remember_secrets(payload, plan.overrides, queued["run_metadata"])
         try:
-            outcome = await runner.run(plan, payload, user=queued["user_id"],
-                                       metadata=queued["run_metadata"], run_id=run_id, claimed=True)
+            outcome = await runner.run(
+                plan, payload, user=queued["user_id"], metadata=queued["run_metadata"], run_id=run_id, claimed=True
+            )
             self._tell(outcome.status, run_id)
         finally:
             self.runners.pop(run_id, None)
@@ -187,9 +195,15 @@ class WorkerState:
 
 
 async def run_worker(
-    runtime: Runtime, store: Store, *, concurrency: int = 4, queues: list[str] | None = None,
-    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S, stalled_s: float = DEFAULT_STALLED_S,
-    on_event: Callable[[str, str], None] | None = None, ready: Callable[[int | None], None] | None = None,
+    runtime: Runtime,
+    store: Store,
+    *,
+    concurrency: int = 4,
+    queues: list[str] | None = None,
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
+    stalled_s: float = DEFAULT_STALLED_S,
+    on_event: Callable[[str, str], None] | None = None,
+    ready: Callable[[int | None], None] | None = None,
 ) -> None:
     """Take jobs until SIGTERM/SIGINT (see the module docstring).
 
@@ -216,10 +230,16 @@ async def run_worker(
         # closes the crashed runs before taking new work.
         await state.reap()
         worker = Worker(
-            app, queues=[*(queues or ["builds", "tools"]), MAINTENANCE_QUEUE], concurrency=concurrency, name=f"{state.host}:{os.getpid()}",
-            install_signal_handlers=False, shutdown_graceful_timeout=None,
-            update_heartbeat_interval=max(0.2, stalled_s / 6), stalled_worker_timeout=stalled_s,
-            fetch_job_polling_interval=1.0, abort_job_polling_interval=1.0,
+            app,
+            queues=[*(queues or ["builds", "tools"]), MAINTENANCE_QUEUE],
+            concurrency=concurrency,
+            name=f"{state.host}:{os.getpid()}",
+            install_signal_handlers=False,
+            shutdown_graceful_timeout=None,
+            update_heartbeat_interval=max(0.2, stalled_s / 6),
+            stalled_worker_timeout=stalled_s,
+            fetch_job_polling_interval=1.0,
+            abort_job_polling_interval=1.0,
             additional_context={STATE_KEY: state},
         )
         signals = 0
@@ -247,6 +267,7 @@ async def run_worker(
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, on_signal)
             try:
+
                 async def announce() -> None:
                     while worker.worker_id is None:
                         await anyio.sleep(0.01)

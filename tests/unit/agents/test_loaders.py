@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO_ROOT
 from factories import make_definition
+
 from toolagent.agents import load_path, load_record
 from toolagent.errors import DefinitionInvalid
 
@@ -23,7 +23,10 @@ def test_seed_record_and_yaml_file_are_the_same_agent() -> None:
     assert from_seed.definition == from_yaml.definition
     assert from_seed.ref == from_yaml.ref == "demo/supabase-agent"
     assert from_seed.definition.configuration.tools == [
-        "supabase/get-schema", "supabase/generate-sql", "supabase/execute-sql", "supabase/analyze-results",
+        "supabase/get-schema",
+        "supabase/generate-sql",
+        "supabase/execute-sql",
+        "supabase/analyze-results",
     ]
 
 
@@ -31,7 +34,12 @@ def test_seed_record_keeps_prd_fields() -> None:
     [agent] = load_path(SEED)
     rec = agent.record
     assert (rec.organization_slug, rec.slug, rec.agent_type, rec.mode_profile, rec.status, rec.version) == (
-        "demo", "supabase-agent", "tool", "tool_full", "active", "0.1.0",
+        "demo",
+        "supabase-agent",
+        "tool",
+        "tool_full",
+        "active",
+        "0.1.0",
     )
     assert json.loads(rec.yaml)["metadata"]["name"] == "supabase-agent"
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 import yaml
-
 from factories import make_definition
+
 from toolagent.agents import load_definition_text, validate_definition
 from toolagent.agents.models import ExecutionMode
 from toolagent.errors import DefinitionInvalid
@@ -64,7 +64,9 @@ def test_typo_in_nested_block_names_nearest_key() -> None:
 
 def test_unknown_mode_lists_valid_values() -> None:
     found = problems(make_definition(toolExecutionMode="paralel"))
-    assert found == [("configuration.toolExecutionMode", "invalid toolExecutionMode 'paralel': expected one of sequential, parallel")]
+    assert found == [
+        ("configuration.toolExecutionMode", "invalid toolExecutionMode 'paralel': expected one of sequential, parallel")
+    ]
 
 
 def test_unknown_deliverable_format_lists_valid_values() -> None:
@@ -74,10 +76,12 @@ def test_unknown_deliverable_format_lists_valid_values() -> None:
 
 def test_tool_params_key_must_be_a_configured_tool() -> None:
     found = problems(make_definition(toolParams={"demo/ecko": {"text": "hi"}}))
-    assert found == [(
-        "configuration.toolParams.demo/ecko",
-        "toolParams key 'demo/ecko' is not one of the configured tools; did you mean 'demo/echo'?",
-    )]
+    assert found == [
+        (
+            "configuration.toolParams.demo/ecko",
+            "toolParams key 'demo/ecko' is not one of the configured tools; did you mean 'demo/echo'?",
+        )
+    ]
 
 
 def test_malformed_template_fails_at_load_with_its_path() -> None:
@@ -93,7 +97,10 @@ def test_unknown_template_root_fails_at_load() -> None:
 
 
 def test_every_problem_is_reported_at_once() -> None:
-    data = make_definition(tools=["bare", "x/y"], toolParams={"nope/z": {}}, )
+    data = make_definition(
+        tools=["bare", "x/y"],
+        toolParams={"nope/z": {}},
+    )
     data["configuration"]["deliverable"] = {"format": "json", "type": "t"}
     found = problems(data)
     assert {p for p, _ in found} == {"configuration.tools[0]", "configuration.toolParams.nope/z"}

@@ -29,8 +29,11 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 
 async def fill(log: AuditLog, n: int) -> None:
     for i in range(n):
-        await log.append(AuditEntry(principal="alice", tool="file_read", decision="allow", arguments={"i": i},
-                                    execution_id=f"exec_{i}"))
+        await log.append(
+            AuditEntry(
+                principal="alice", tool="file_read", decision="allow", arguments={"i": i}, execution_id=f"exec_{i}"
+            )
+        )
 
 
 async def raw(store: Store, sql: str, **params: object) -> None:
@@ -42,7 +45,7 @@ async def rehash_from(store: Store, log: AuditLog, seq: int, key: bytes | None) 
     """What an attacker with write access does: recompute every hash from `seq` on, and the head."""
     records = await log.query(limit=1000)
     prev = records[seq - 2].hash if seq > 1 else records[0].prev_hash
-    for rec in records[seq - 1:]:
+    for rec in records[seq - 1 :]:
         fields = {**rec.to_json(), "arguments": canonical_json(rec.arguments), "recorded_at": rec.recorded_at}
         digest = row_hash(fields, prev, key)
         await raw(store, "UPDATE audit_log SET prev_hash = :p, hash = :h WHERE seq = :s", p=prev, h=digest, s=rec.seq)
@@ -97,8 +100,9 @@ async def test_export_of_a_keyed_chain_checks_only_with_the_key(store: Store) ->
     assert check_records(records, key=KEY).ok
     assert not check_records(records).ok
     records[1]["reason"] = "forged"
-    records[1]["hash"] = row_hash({**records[1], "arguments": canonical_json(records[1]["arguments"])},
-                                  records[1]["prev_hash"])
+    records[1]["hash"] = row_hash(
+        {**records[1], "arguments": canonical_json(records[1]["arguments"])}, records[1]["prev_hash"]
+    )
     assert not check_records(records, key=KEY).ok
 
 

@@ -32,9 +32,17 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 
 def entry(i: int = 0, **overrides: object) -> AuditEntry:
     values: dict[str, object] = {
-        "principal": f"user{i % 3}", "api_key_id": "key_1", "tool": "file_read", "risk": "safe",
-        "level": "execute_basic", "decision": "allow", "reason": None, "arguments": {"path": f"/tmp/{i}"},
-        "execution_id": f"exec_{i}", "run_id": "run_1", "event": "decision",
+        "principal": f"user{i % 3}",
+        "api_key_id": "key_1",
+        "tool": "file_read",
+        "risk": "safe",
+        "level": "execute_basic",
+        "decision": "allow",
+        "reason": None,
+        "arguments": {"path": f"/tmp/{i}"},
+        "execution_id": f"exec_{i}",
+        "run_id": "run_1",
+        "event": "decision",
     }
     values.update(overrides)
     return AuditEntry(**values)  # type: ignore[arg-type]
@@ -67,10 +75,21 @@ async def test_record_round_trips_every_field(store: Store) -> None:
     log = AuditLog(store.db)
     start = datetime(2025, 1, 2, 3, 4, 5, 123456, tzinfo=timezone(timedelta(hours=2)))
     e = AuditEntry(
-        principal="alice", api_key_id="key_9", tool="shell_exec", risk="dangerous", level="admin", decision="allow",
-        reason="ok", arguments={"cmd": "ls", "n": 1.0, "tags": ("a", "b"), 3: None}, outcome="success",
-        started_at=start, ended_at=start + timedelta(milliseconds=1500), duration_ms=1500, run_id="run_7",
-        execution_id="exec_7", event="outcome",
+        principal="alice",
+        api_key_id="key_9",
+        tool="shell_exec",
+        risk="dangerous",
+        level="admin",
+        decision="allow",
+        reason="ok",
+        arguments={"cmd": "ls", "n": 1.0, "tags": ("a", "b"), 3: None},
+        outcome="success",
+        started_at=start,
+        ended_at=start + timedelta(milliseconds=1500),
+        duration_ms=1500,
+        run_id="run_7",
+        execution_id="exec_7",
+        event="outcome",
     )
     await log.append(e)
     [rec] = await log.query()
@@ -78,18 +97,35 @@ async def test_record_round_trips_every_field(store: Store) -> None:
     assert rec.ended_at == start + timedelta(milliseconds=1500)
     assert rec.duration_ms == 1500.0 and isinstance(rec.duration_ms, float)
     assert rec.arguments == {"cmd": "ls", "n": 1.0, "tags": ["a", "b"], "3": None}
-    assert (rec.principal, rec.api_key_id, rec.tool, rec.risk, rec.level, rec.decision, rec.outcome, rec.run_id,
-            rec.execution_id, rec.event) == (
-        "alice", "key_9", "shell_exec", "dangerous", "admin", "allow", "success", "run_7", "exec_7", "outcome")
+    assert (
+        rec.principal,
+        rec.api_key_id,
+        rec.tool,
+        rec.risk,
+        rec.level,
+        rec.decision,
+        rec.outcome,
+        rec.run_id,
+        rec.execution_id,
+        rec.event,
+    ) == ("alice", "key_9", "shell_exec", "dangerous", "admin", "allow", "success", "run_7", "exec_7", "outcome")
     assert (await log.verify()).ok
 
 
 async def test_secrets_never_reach_the_table(store: Store) -> None:
     log = AuditLog(store.db)
-    await log.append(entry(
-        arguments={"url": "postgresql://u:hunter2@db/x", "api_key": "sEcr3tVal", "headers": {"Authorization": "Bearer t0ken.x"}},
-        reason="connect failed: password=hunter2", decision="deny", outcome="denied",
-    ))
+    await log.append(
+        entry(
+            arguments={
+                "url": "postgresql://u:hunter2@db/x",
+                "api_key": "sEcr3tVal",
+                "headers": {"Authorization": "Bearer t0ken.x"},
+            },
+            reason="connect failed: password=hunter2",
+            decision="deny",
+            outcome="denied",
+        )
+    )
     async with store.db.begin() as conn:
         dump = json.dumps([list(r) for r in await conn.execute(sa.text("SELECT * FROM audit_log"))], default=str)
     for secret in ("hunter2", "t0ken.x", "sEcr3tVal"):
@@ -357,17 +393,35 @@ def test_a_row_is_spelled_and_hashed_as_every_earlier_release_did() -> None:
     from toolagent.engine.audit import _stored_fields
 
     t0 = datetime(2026, 11, 24, 12, 0, 0, 123456, tzinfo=UTC)
-    stored = _stored_fields(entry(
-        principal="bób\x00x", api_key_id="k1", tool="fs/read", level="admin",
-        reason="token sk-live-abcdefghijklmnopqrstuvwx here \ud800", run_id="r1", execution_id="e1",
-        arguments={"b": [1, 2.5, None, True], "a": {"z": "é", "token": "abc"}, "t": (1, 2)},
-        started_at=t0.astimezone(timezone(timedelta(hours=2)))))
+    stored = _stored_fields(
+        entry(
+            principal="bób\x00x",
+            api_key_id="k1",
+            tool="fs/read",
+            level="admin",
+            reason="token sk-live-abcdefghijklmnopqrstuvwx here \ud800",
+            run_id="r1",
+            execution_id="e1",
+            arguments={"b": [1, 2.5, None, True], "a": {"z": "é", "token": "abc"}, "t": (1, 2)},
+            started_at=t0.astimezone(timezone(timedelta(hours=2))),
+        )
+    )
     assert stored == {
-        "principal": "bób\ufffdx", "api_key_id": "k1", "tool": "fs/read", "risk": "safe", "level": "admin",
-        "decision": "allow", "reason": f"token {REDACTED} here ?",
+        "principal": "bób\ufffdx",
+        "api_key_id": "k1",
+        "tool": "fs/read",
+        "risk": "safe",
+        "level": "admin",
+        "decision": "allow",
+        "reason": f"token {REDACTED} here ?",
         "arguments": '{"a":{"token":"[REDACTED]","z":"\\u00e9"},"b":[1,2.5,null,true],"t":[1,2]}',
-        "outcome": None, "started_at": t0, "ended_at": None, "duration_ms": None, "run_id": "r1",
-        "execution_id": "e1", "event": "decision",
+        "outcome": None,
+        "started_at": t0,
+        "ended_at": None,
+        "duration_ms": None,
+        "run_id": "r1",
+        "execution_id": "e1",
+        "event": "decision",
     }
     row = {"seq": 7, "recorded_at": datetime(2026, 11, 24, 12, 0, 1), **stored}
     assert row_hash(row, "a" * 64) == "caf54ecfce4baebc4f8e7f714520591d1a56671ffae4ae64c7c5035c90a2825c"
@@ -387,4 +441,6 @@ def test_arguments_spelled_once_are_stored_as_spelled() -> None:
     assert spell_arguments(None) is None
     spelled = _stored_fields(entry(arguments={"ignored": True}, spelled_arguments=pinned))
     assert spelled["arguments"] == pinned and "spelled_arguments" not in spelled
-    assert _stored_fields(entry(arguments=arguments)) == _stored_fields(entry(arguments=arguments, spelled_arguments=pinned))
+    assert _stored_fields(entry(arguments=arguments)) == _stored_fields(
+        entry(arguments=arguments, spelled_arguments=pinned)
+    )

@@ -33,10 +33,19 @@ pytestmark = pytest.mark.anyio
 
 LEVELS = ("view_only", "execute_basic", "execute_advanced", "admin")
 RISKS = ("safe", "moderate", "dangerous")
-ALLOWED = {("execute_basic", "safe"), ("execute_advanced", "safe"), ("execute_advanced", "moderate"),
-           ("admin", "safe"), ("admin", "moderate"), ("admin", "dangerous")}
-REQUIRES = {"safe": "execute_basic, execute_advanced or admin", "moderate": "execute_advanced or admin",
-            "dangerous": "admin"}
+ALLOWED = {
+    ("execute_basic", "safe"),
+    ("execute_advanced", "safe"),
+    ("execute_advanced", "moderate"),
+    ("admin", "safe"),
+    ("admin", "moderate"),
+    ("admin", "dangerous"),
+}
+REQUIRES = {
+    "safe": "execute_basic, execute_advanced or admin",
+    "moderate": "execute_advanced or admin",
+    "dangerous": "admin",
+}
 OK = ToolResult(False, {"ok": True}, [{"type": "text", "text": "ok"}], "ok")
 
 
@@ -108,7 +117,9 @@ async def test_gate_matrix(sqlite_url: str, level: str, risk: str, agent_tools: 
         invoke = Calls()
         allowed = (level, risk) in ALLOWED and agent_tools != "unlisted"
         if allowed:
-            execution = await engine.execute(spec(risk=risk), {"path": "/a"}, me, invoke, agent_tools=tools, run_id="run_1")
+            execution = await engine.execute(
+                spec(risk=risk), {"path": "/a"}, me, invoke, agent_tools=tools, run_id="run_1"
+            )
             assert execution.status == "success" and execution.result == OK and len(invoke.calls) == 1
             assert [e.type for e in events] == ["execution_started", "execution_finished"]
             return
@@ -119,7 +130,10 @@ async def test_gate_matrix(sqlite_url: str, level: str, risk: str, agent_tools: 
         assert exc.code == "FORBIDDEN"
         if agent_tools == "unlisted":
             assert exc.denial == "not_in_agent"
-            assert exc.message == "tool 'fs/read' is not in the agent's tool list (fs/other): add it to configuration.tools"
+            assert (
+                exc.message
+                == "tool 'fs/read' is not in the agent's tool list (fs/other): add it to configuration.tools"
+            )
         else:
             assert exc.denial == "level"
             assert exc.message.startswith(f"user 'bob' ({level}) may not run 'fs/read' (risk {risk}): ")
@@ -128,15 +142,27 @@ async def test_gate_matrix(sqlite_url: str, level: str, risk: str, agent_tools: 
         assert (stored.status, stored.denied, stored.denial, stored.reason) == ("failed", True, exc.denial, exc.message)
         assert stored.run_id == "run_1" and stored.duration_ms is None
         [row] = await AuditLog(engine.db).query(execution_id=stored.id)
-        assert (row.decision, row.outcome, row.reason, row.level, row.risk) == ("deny", "denied", exc.message, level, risk)
+        assert (row.decision, row.outcome, row.reason, row.level, row.risk) == (
+            "deny",
+            "denied",
+            exc.message,
+            level,
+            risk,
+        )
         assert [e.type for e in events] == ["execution_denied"] and events[0].reason == exc.message
 
 
 async def test_outcomes_and_audit(db_url: str) -> None:
     async with engine_on(db_url) as engine:
         me = await user(engine, "bob", "admin")
-        ok = await engine.execute(spec(), {"path": "/a", "password": "hunter2"}, me, Calls(),
-                                  session_id="s1", metadata={"trace": "t1", "api_key": "sk_live_abcdefghijklmnopqrstu"})
+        ok = await engine.execute(
+            spec(),
+            {"path": "/a", "password": "hunter2"},
+            me,
+            Calls(),
+            session_id="s1",
+            metadata={"trace": "t1", "api_key": "sk_live_abcdefghijklmnopqrstu"},
+        )
         assert ok.status == "success" and ok.duration_ms is not None and ok.ended_at is not None
         stored = await engine.get_execution(ok.id, me)
         assert stored.arguments == {"path": "/a", "password": REDACTED}
@@ -144,7 +170,10 @@ async def test_outcomes_and_audit(db_url: str) -> None:
         assert stored.result == OK and stored.timeout_ms == 30000
         assert ok.id.startswith("exec_") and len(ok.id.split("_")) == 3
         rows = await AuditLog(engine.db).query(execution_id=ok.id)
-        assert [(r.event, r.decision, r.outcome) for r in rows] == [("decision", "allow", None), ("outcome", None, "success")]
+        assert [(r.event, r.decision, r.outcome) for r in rows] == [
+            ("decision", "allow", None),
+            ("outcome", None, "success"),
+        ]
         assert rows[0].arguments == {"path": "/a", "password": REDACTED}
 
         reported = ToolResult(True, None, [{"type": "text", "text": "no such file"}], "no such file")
@@ -216,7 +245,11 @@ async def test_timeout_abandons_the_call_and_the_server_sees_the_cancellation(sq
         with anyio.fail_after(5):
             await cancelled.wait()
         stored = await engine.get_execution(execution.id, me)
-        assert (stored.status, stored.reason, stored.duration_ms) == ("cancelled", execution.reason, execution.duration_ms)
+        assert (stored.status, stored.reason, stored.duration_ms) == (
+            "cancelled",
+            execution.reason,
+            execution.duration_ms,
+        )
         # The session is still usable after the abandoned call.
         assert (await engine.execute(spec("sleepy/sleep"), {"seconds": 0}, me, invoke)).status == "success"
 
@@ -266,8 +299,10 @@ async def test_cancel_by_id_in_process_and_visibility(db_url: str) -> None:
 
 
 async def test_cancel_from_another_engine_on_the_same_store(db_url: str) -> None:
-    async with engine_on(db_url, config=EngineConfig(cancel_poll_ms=100)) as first, \
-            engine_on(db_url, config=EngineConfig(cancel_poll_ms=100)) as second:
+    async with (
+        engine_on(db_url, config=EngineConfig(cancel_poll_ms=100)) as first,
+        engine_on(db_url, config=EngineConfig(cancel_poll_ms=100)) as second,
+    ):
         bob = await user(first, "bob", "execute_basic")
         root = await user(first, "root", "admin")
         blocker, results = Blocker(), []
@@ -332,7 +367,9 @@ async def test_api_keys_in_the_gate(sqlite_url: str) -> None:
         assert (await engine.execute(spec(), {}, principal, Calls(), api_key=authed)).api_key_id == key.id
         invoke = Calls()
         with pytest.raises(ExecutionDenied) as info:
-            await engine.execute(spec("sh/run", category="shell", risk="dangerous"), {}, principal, invoke, api_key=authed)
+            await engine.execute(
+                spec("sh/run", category="shell", risk="dangerous"), {}, principal, invoke, api_key=authed
+            )
         assert info.value.denial == "api_key_scope" and invoke.calls == []
         await engine.principals.revoke_key(key.id)
         # The key object the caller holds is stale: the engine checks the store.
@@ -363,11 +400,15 @@ async def test_events_for_registration(sqlite_url: str) -> None:
                 got.set()
 
         engine.events.subscribe(on_event, types=["tool_registered"])
-        engine.registry.update([spec("file/read", risk=None, category=None), spec("shell/exec", risk=None, category=None)])
+        engine.registry.update(
+            [spec("file/read", risk=None, category=None), spec("shell/exec", risk=None, category=None)]
+        )
         with anyio.fail_after(5):
             await got.wait()
         assert [(e.tool, e.data["risk"], e.data["category"]) for e in events] == [
-            ("file/read", "safe", "file"), ("shell/exec", "dangerous", "shell")]
+            ("file/read", "safe", "file"),
+            ("shell/exec", "dangerous", "shell"),
+        ]
 
 
 async def test_execute_needs_a_started_engine(sqlite_url: str) -> None:
@@ -399,8 +440,9 @@ async def test_interrupted_executions_are_closed_at_start(db_url: str) -> None:
         seed = Engine(store)
         for eid, owner in rows.items():
             started = now - (timedelta(hours=1) if eid.endswith("stale") else timedelta(seconds=5))
-            await seed.executions.record(Execution(eid, "fs/read", "file", "safe", "running", "bob", started,
-                                                   timeout_ms=30000, owner=owner))
+            await seed.executions.record(
+                Execution(eid, "fs/read", "file", "safe", "running", "bob", started, timeout_ms=30000, owner=owner)
+            )
         async with Engine(store) as engine:
             pass
         status = {eid: await engine.executions.get(eid) for eid in rows}
@@ -437,7 +479,9 @@ async def test_raising_invoke_while_cancelled_is_a_cancellation(sqlite_url: str)
         assert isinstance(UpstreamError("x"), ToolCallError)
 
 
-async def test_a_call_makes_only_the_events_a_subscriber_wants(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_call_makes_only_the_events_a_subscriber_wants(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import toolagent.tools.records as records
 
     made: list[str] = []
@@ -452,7 +496,9 @@ async def test_a_call_makes_only_the_events_a_subscriber_wants(sqlite_url: str, 
         me = await user(engine, "erin", "admin")
         seen: list[tuple[str, str | None]] = []
         # Interested in failures only (as the lifecycle log at its default level, warning).
-        engine.events.subscribe(lambda e: seen.append((e.type, e.status)), interest=lambda kind, status: status == "failed")
+        engine.events.subscribe(
+            lambda e: seen.append((e.type, e.status)), interest=lambda kind, status: status == "failed"
+        )
         made.clear()
         await engine.execute(spec(), {"path": "/a"}, me, Calls())
         assert made == [] and seen == []  # a success: neither event was even made

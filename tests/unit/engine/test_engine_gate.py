@@ -16,7 +16,14 @@ import yaml
 
 from toolagent.engine.config import EngineConfig
 from toolagent.engine.permissions import (
-    ALLOW, LEVELS, RISKS, can_run, decide, parse_scope, required_for, scopes_allow,
+    ALLOW,
+    LEVELS,
+    RISKS,
+    can_run,
+    decide,
+    parse_scope,
+    required_for,
+    scopes_allow,
 )
 from toolagent.engine.registry import Registry, category_with_source, classify_category, classify_risk
 from toolagent.errors import ConfigError, UsageError
@@ -24,13 +31,24 @@ from toolagent.mcp.config import ServersConfig
 from toolagent.tools.spec import ToolSpec
 
 ALLOWED = {
-    ("view_only", "safe"): False, ("view_only", "moderate"): False, ("view_only", "dangerous"): False,
-    ("execute_basic", "safe"): True, ("execute_basic", "moderate"): False, ("execute_basic", "dangerous"): False,
-    ("execute_advanced", "safe"): True, ("execute_advanced", "moderate"): True, ("execute_advanced", "dangerous"): False,
-    ("admin", "safe"): True, ("admin", "moderate"): True, ("admin", "dangerous"): True,
+    ("view_only", "safe"): False,
+    ("view_only", "moderate"): False,
+    ("view_only", "dangerous"): False,
+    ("execute_basic", "safe"): True,
+    ("execute_basic", "moderate"): False,
+    ("execute_basic", "dangerous"): False,
+    ("execute_advanced", "safe"): True,
+    ("execute_advanced", "moderate"): True,
+    ("execute_advanced", "dangerous"): False,
+    ("admin", "safe"): True,
+    ("admin", "moderate"): True,
+    ("admin", "dangerous"): True,
 }
-REQUIRES = {"safe": "execute_basic, execute_advanced or admin", "moderate": "execute_advanced or admin",
-            "dangerous": "admin"}
+REQUIRES = {
+    "safe": "execute_basic, execute_advanced or admin",
+    "moderate": "execute_advanced or admin",
+    "dangerous": "admin",
+}
 
 
 @pytest.mark.parametrize(("level", "risk"), sorted(ALLOWED))
@@ -65,8 +83,15 @@ def test_unknown_level_or_risk_is_denied() -> None:
 def test_order_disabled_then_agent_list_then_level_then_key() -> None:
     base = {"user": "u", "tool": "fs/write", "risk": "dangerous", "category": "file"}
     # Everything wrong at once: the first check in the order names the reason.
-    d = decide(**base, level="view_only", enabled=False, agent_tools=["fs/read"], key_id="key_1",
-               key_revoked_at=None, key_scopes=())
+    d = decide(
+        **base,
+        level="view_only",
+        enabled=False,
+        agent_tools=["fs/read"],
+        key_id="key_1",
+        key_revoked_at=None,
+        key_scopes=(),
+    )
     assert d.code == "disabled"
     d = decide(**base, level="view_only", agent_tools=["fs/read"], key_id="key_1", key_scopes=())
     assert d.code == "not_in_agent" and "fs/read" in (d.reason or "")
@@ -74,19 +99,29 @@ def test_order_disabled_then_agent_list_then_level_then_key() -> None:
     assert d.code == "level"
     d = decide(**base, level="admin", agent_tools=["fs/write"], key_id="key_1", key_scopes=("agent:execute:web",))
     assert d.code == "api_key_scope"
-    assert d.reason == ("API key key_1 lacks scope 'agent:execute:file' for 'fs/write' "
-                        "(category file; the key has: agent:execute:web)")
+    assert d.reason == (
+        "API key key_1 lacks scope 'agent:execute:file' for 'fs/write' (category file; the key has: agent:execute:web)"
+    )
     from datetime import UTC, datetime
 
     d = decide(**base, level="admin", key_id="key_1", key_revoked_at=datetime.now(UTC), key_scopes=("*",))
     assert d.code == "api_key_revoked"
-    assert decide(**base, level="admin", agent_tools=["fs/write"], key_id="key_1", key_scopes=("agent:execute:file",)) is ALLOW
+    assert (
+        decide(**base, level="admin", agent_tools=["fs/write"], key_id="key_1", key_scopes=("agent:execute:file",))
+        is ALLOW
+    )
 
 
-@pytest.mark.parametrize(("scopes", "category", "ok"), [
-    (("*",), "shell", True), (("agent:execute:*",), "shell", True), (("agent:execute:shell",), "shell", True),
-    (("agent:execute:file",), "shell", False), ((), "shell", False),
-])
+@pytest.mark.parametrize(
+    ("scopes", "category", "ok"),
+    [
+        (("*",), "shell", True),
+        (("agent:execute:*",), "shell", True),
+        (("agent:execute:shell",), "shell", True),
+        (("agent:execute:file",), "shell", False),
+        ((), "shell", False),
+    ],
+)
 def test_scopes(scopes: tuple[str, ...], category: str, ok: bool) -> None:
     assert scopes_allow(scopes, category) is ok
 
@@ -102,71 +137,100 @@ def spec(name: str, **kw: object) -> ToolSpec:
     return ToolSpec(name=name, server=server, tool=tool, **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("name", "kw", "risk", "source"), [
-    ("file/read", {}, "safe", "table"),
-    ("web/post", {}, "moderate", "table"),
-    ("shell/exec", {}, "dangerous", "table"),
-    ("browser/close", {}, "dangerous", "table"),
-    ("tools/file_read", {}, "safe", "table"),                       # a flat name of the risk table
-    ("tools/http_request", {}, "moderate", "table"),
-    ("fs/read_file", {"category": "file"}, "safe", "table"),        # category + verb from the table
-    ("fs/write_file", {"category": "file"}, "dangerous", "table"),
-    ("fs/list_directory", {"category": "file"}, "safe", "table"),
-    ("fs/read_then_delete", {"category": "file"}, "dangerous", "table"),  # riskiest verb wins
-    ("fs/move_file", {"category": "file"}, "dangerous", "default"),  # not in the table
-    ("fs/read_file", {}, "safe", "table"),                           # category from the server's name
-    ("x/read_file", {}, "dangerous", "default"),                     # category from the tool's own name: no verb guessing
-    ("x/y", {"annotations": {"read_only_hint": True}}, "dangerous", "default"),  # untrusted hints ignored
-    ("x/y", {"annotations": {"read_only_hint": True}, "trusted": True}, "safe", "annotations"),
-    ("x/y", {"annotations": {"destructive_hint": False}, "trusted": True}, "moderate", "annotations"),
-    ("x/y", {"annotations": {"destructive_hint": True}, "trusted": True}, "dangerous", "annotations"),
-    ("x/y", {"annotations": {"title": "Y"}, "trusted": True}, "dangerous", "annotations"),
-    ("x/y", {"trusted": True}, "dangerous", "default"),
-    ("shell/exec", {"risk": "safe"}, "safe", "operator"),           # the operator wins over the table
-])
+@pytest.mark.parametrize(
+    ("name", "kw", "risk", "source"),
+    [
+        ("file/read", {}, "safe", "table"),
+        ("web/post", {}, "moderate", "table"),
+        ("shell/exec", {}, "dangerous", "table"),
+        ("browser/close", {}, "dangerous", "table"),
+        ("tools/file_read", {}, "safe", "table"),  # a flat name of the risk table
+        ("tools/http_request", {}, "moderate", "table"),
+        ("fs/read_file", {"category": "file"}, "safe", "table"),  # category + verb from the table
+        ("fs/write_file", {"category": "file"}, "dangerous", "table"),
+        ("fs/list_directory", {"category": "file"}, "safe", "table"),
+        ("fs/read_then_delete", {"category": "file"}, "dangerous", "table"),  # riskiest verb wins
+        ("fs/move_file", {"category": "file"}, "dangerous", "default"),  # not in the table
+        ("fs/read_file", {}, "safe", "table"),  # category from the server's name
+        ("x/read_file", {}, "dangerous", "default"),  # category from the tool's own name: no verb guessing
+        ("x/y", {"annotations": {"read_only_hint": True}}, "dangerous", "default"),  # untrusted hints ignored
+        ("x/y", {"annotations": {"read_only_hint": True}, "trusted": True}, "safe", "annotations"),
+        ("x/y", {"annotations": {"destructive_hint": False}, "trusted": True}, "moderate", "annotations"),
+        ("x/y", {"annotations": {"destructive_hint": True}, "trusted": True}, "dangerous", "annotations"),
+        ("x/y", {"annotations": {"title": "Y"}, "trusted": True}, "dangerous", "annotations"),
+        ("x/y", {"trusted": True}, "dangerous", "default"),
+        ("shell/exec", {"risk": "safe"}, "safe", "operator"),  # the operator wins over the table
+    ],
+)
 def test_risk(name: str, kw: dict[str, object], risk: str, source: str) -> None:
     s = spec(name, **kw)
     category, category_source = category_with_source(s)
     assert classify_risk(s, category, category_source=category_source) == (risk, source)
 
 
-@pytest.mark.parametrize(("name", "kw", "category"), [
-    ("file/read", {}, "file"), ("fs/read_file", {"category": "file"}, "file"), ("tools/http_request", {}, "web"),
-    ("tools/browser_click", {}, "browser"), ("tools/update_plan", {}, "workflow"), ("supabase/execute-sql", {}, "database"),
-    ("x/y", {"category": "not-a-category"}, "agent"),
-])
+@pytest.mark.parametrize(
+    ("name", "kw", "category"),
+    [
+        ("file/read", {}, "file"),
+        ("fs/read_file", {"category": "file"}, "file"),
+        ("tools/http_request", {}, "web"),
+        ("tools/browser_click", {}, "browser"),
+        ("tools/update_plan", {}, "workflow"),
+        ("supabase/execute-sql", {}, "database"),
+        ("x/y", {"category": "not-a-category"}, "agent"),
+    ],
+)
 def test_category(name: str, kw: dict[str, object], category: str) -> None:
     assert classify_category(spec(name, **kw)) == category
 
 
-@pytest.mark.parametrize(("name", "kw", "expected"), [
-    ("fs/move_file", {"category": "database"}, ("database", "operator")),
-    ("filesystem/move_file", {}, ("file", "server")),
-    ("playwright/browser_navigate", {}, ("browser", "tool")),          # a flat name of the table
-    ("playwright/browser_snapshot", {}, ("browser", "server")),
-    ("fetch/fetch", {}, ("web", "server")),
-    ("tools/list_directory", {"title": "List Directory"}, ("file", "tool")),
-    ("tools/lookup", {"annotations": {"open_world_hint": True}}, ("web", "annotations")),
-    ("tools/lookup", {"annotations": {"read_only_hint": True}}, ("agent", "default")),
-])
+@pytest.mark.parametrize(
+    ("name", "kw", "expected"),
+    [
+        ("fs/move_file", {"category": "database"}, ("database", "operator")),
+        ("filesystem/move_file", {}, ("file", "server")),
+        ("playwright/browser_navigate", {}, ("browser", "tool")),  # a flat name of the table
+        ("playwright/browser_snapshot", {}, ("browser", "server")),
+        ("fetch/fetch", {}, ("web", "server")),
+        ("tools/list_directory", {"title": "List Directory"}, ("file", "tool")),
+        ("tools/lookup", {"annotations": {"open_world_hint": True}}, ("web", "annotations")),
+        ("tools/lookup", {"annotations": {"read_only_hint": True}}, ("agent", "default")),
+    ],
+)
 def test_category_is_inferred_with_its_source(name: str, kw: dict[str, object], expected: tuple[str, str]) -> None:
     assert category_with_source(spec(name, **kw)) == expected
 
 
 def test_registry_overrides_listing_and_duplicates() -> None:
-    config = EngineConfig.from_data({"tools": {
-        "shell/*": {"enabled": False},
-        "file/read": {"tags": ["files", "read"], "version": "2.0.0"},
-        "file/write": {"deprecated": True, "risk": "moderate"},
-    }})
+    config = EngineConfig.from_data(
+        {
+            "tools": {
+                "shell/*": {"enabled": False},
+                "file/read": {"tags": ["files", "read"], "version": "2.0.0"},
+                "file/write": {"deprecated": True, "risk": "moderate"},
+            }
+        }
+    )
     seen: list[str] = []
     reg = Registry(config, on_registered=lambda e: seen.append(e.name))
-    added = reg.update([spec("file/read", description="Read a file"), spec("file/write"), spec("shell/exec"),
-                        spec("web/get", description="HTTP GET")])
+    added = reg.update(
+        [
+            spec("file/read", description="Read a file"),
+            spec("file/write"),
+            spec("shell/exec"),
+            spec("web/get", description="HTTP GET"),
+        ]
+    )
     assert [e.name for e in added] == seen == ["file/read", "file/write", "shell/exec", "web/get"]
     assert reg.update([spec("file/read"), spec("web/get")]) == []
-    reg.update([spec("file/read", description="Read a file"), spec("file/write"), spec("shell/exec"),
-                spec("web/get", description="HTTP GET")])
+    reg.update(
+        [
+            spec("file/read", description="Read a file"),
+            spec("file/write"),
+            spec("shell/exec"),
+            spec("web/get", description="HTTP GET"),
+        ]
+    )
     assert reg.require("shell/exec").enabled is False
     assert reg.require("file/write").risk == "moderate"
     listing = reg.list(level="execute_basic")
@@ -175,7 +239,11 @@ def test_registry_overrides_listing_and_duplicates() -> None:
     assert data["totalCount"] == 2 and data["categories"] == ["file", "web"]
     assert data["tools"][0]["runnable"] is True and data["tools"][0]["tags"] == ["files", "read"]
     assert [e.name for e in reg.list(include_deprecated=True, include_disabled=True).tools] == [
-        "file/read", "file/write", "shell/exec", "web/get"]
+        "file/read",
+        "file/write",
+        "shell/exec",
+        "web/get",
+    ]
     assert [e.name for e in reg.list(search="http").tools] == ["web/get"]
     assert [e.name for e in reg.list(tags=["files"]).tools] == ["file/read"]
     assert [e.name for e in reg.list(category="web").tools] == ["web/get"]
@@ -186,7 +254,11 @@ def test_registry_overrides_listing_and_duplicates() -> None:
 def test_config_defaults_and_merge(tmp_path: Path) -> None:
     c = EngineConfig()
     assert {k: (p.monthly_budget, p.rate_per_minute) for k, p in c.plans.items()} == {
-        "free": (100, 100), "starter": (1000, 100), "team": (10000, 100), "enterprise": (None, 100)}
+        "free": (100, 100),
+        "starter": (1000, 100),
+        "team": (10000, 100),
+        "enterprise": (None, 100),
+    }
     assert c.default_timeout_ms == 30000 and c.local_user_level == "execute_basic"
     path = tmp_path / "engine.yaml"
     path.write_text("plans:\n  free: {monthly_budget: 5}\ncategory_rate_per_minute: {shell: 3}\n")
@@ -253,10 +325,17 @@ def _plan(mode: str) -> Any:
     from toolagent.agents.loaders import LoadedAgent
     from toolagent.runs import plan_build
 
-    text = yaml.safe_dump({"metadata": {"name": "gate-matrix"}, "configuration": {
-        "tools": [f"gate/{t}" for t in STEP_RISKS], "toolExecutionMode": mode, "stopOnError": False,
-        "toolParams": {f"gate/{t}": {"text": "x"} for t in STEP_RISKS},
-    }})
+    text = yaml.safe_dump(
+        {
+            "metadata": {"name": "gate-matrix"},
+            "configuration": {
+                "tools": [f"gate/{t}" for t in STEP_RISKS],
+                "toolExecutionMode": mode,
+                "stopOnError": False,
+                "toolParams": {f"gate/{t}": {"text": "x"} for t in STEP_RISKS},
+            },
+        }
+    )
     defn = load_definition_text(text)
     return plan_build(LoadedAgent(defn, record_from_definition(defn, text, org="tests"), "gate-matrix"), None)
 
@@ -264,16 +343,20 @@ def _plan(mode: str) -> Any:
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sequential", "parallel"])
 @pytest.mark.parametrize("level", LEVELS)
-async def test_build_step_matrix(tmp_path: Path, in_memory_pool: tuple[ServersConfig, list[str]], level: str,
-                                 mode: str) -> None:
+async def test_build_step_matrix(
+    tmp_path: Path, in_memory_pool: tuple[ServersConfig, list[str]], level: str, mode: str
+) -> None:
     from toolagent.mcp.pool import ServerPool
     from toolagent.runtime import Runtime
     from toolagent.store import open_store
     from toolagent.tools.base import CallContext
 
     config, calls = in_memory_pool
-    async with open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store, ServerPool(config) as pool, \
-            Runtime(store, pool=pool) as runtime:
+    async with (
+        open_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store,
+        ServerPool(config) as pool,
+        Runtime(store, pool=pool) as runtime,
+    ):
         me = await runtime.principals.add_user("bob", level=level, plan="enterprise")
         assert not await runtime.catalogue.refresh()
         with anyio.fail_after(10):
@@ -285,13 +368,20 @@ async def test_build_step_matrix(tmp_path: Path, in_memory_pool: tuple[ServersCo
     for step in outcome.steps:
         risk = STEP_RISKS[step.tool.partition("/")[2]]
         if allowed[step.tool]:
-            assert step.error is None and step.result is not None and step.result.text == f"{step.tool.partition('/')[2]}:x"
+            assert (
+                step.error is None
+                and step.result is not None
+                and step.result.text == f"{step.tool.partition('/')[2]}:x"
+            )
         else:
-            assert step.error == (f"user 'bob' ({level}) may not run '{step.tool}' (risk {risk}): "
-                                  + ("view_only may only view executions; " if level == "view_only" else "")
-                                  + f"requires {REQUIRES[risk]}")
+            assert step.error == (
+                f"user 'bob' ({level}) may not run '{step.tool}' (risk {risk}): "
+                + ("view_only may only view executions; " if level == "view_only" else "")
+                + f"requires {REQUIRES[risk]}"
+            )
     assert outcome.status == ("success" if all(allowed.values()) else "failed")
     # Denied steps never reached the server, and every step is in the history, denials included.
     assert sorted(calls) == sorted(t.partition("/")[2] for t, ok in allowed.items() if ok)
     assert sorted((e.tool, e.status, e.denied, e.denial) for e in page.executions) == sorted(
-        (t, "success", False, None) if ok else (t, "failed", True, "level") for t, ok in allowed.items())
+        (t, "success", False, None) if ok else (t, "failed", True, "level") for t, ok in allowed.items()
+    )

@@ -25,9 +25,17 @@ NOW = T0 + timedelta(days=1)
 def row(n: int, tool: str, status: str, user: str = "bob", duration_ms: float | None = 10.0, **kw: Any) -> Execution:
     category = {"fs": "file", "web": "web", "sh": "shell"}[tool.split("/")[0]]
     return Execution(
-        id=f"exec_{n:04d}", tool=tool, category=category, risk="safe", status=status, user=user,
-        started_at=T0 + timedelta(minutes=n), ended_at=None if status == "running" else T0 + timedelta(minutes=n, seconds=1),
-        duration_ms=None if status == "running" else duration_ms, timeout_ms=30000, **kw,
+        id=f"exec_{n:04d}",
+        tool=tool,
+        category=category,
+        risk="safe",
+        status=status,
+        user=user,
+        started_at=T0 + timedelta(minutes=n),
+        ended_at=None if status == "running" else T0 + timedelta(minutes=n, seconds=1),
+        duration_ms=None if status == "running" else duration_ms,
+        timeout_ms=30000,
+        **kw,
     )
 
 
@@ -35,7 +43,8 @@ def row(n: int, tool: str, status: str, user: str = "bob", duration_ms: float | 
 #: carol: fs/read x2.
 ROWS = [
     *(row(i, "fs/read", "failed" if i == 3 else "success", duration_ms=10.0 * i) for i in range(1, 7)),
-    row(7, "web/get", "success", duration_ms=100.0), row(8, "web/get", "success", duration_ms=200.0),
+    row(7, "web/get", "success", duration_ms=100.0),
+    row(8, "web/get", "success", duration_ms=200.0),
     row(9, "web/get", "cancelled", duration_ms=1000.0, reason="timeout after 1000 ms"),
     row(10, "sh/run", "failed", duration_ms=None, denied=True, denial="level", reason="nope"),
     row(11, "fs/read", "running"),
@@ -80,20 +89,35 @@ async def test_history_filters_and_paging(engine: Engine) -> None:
     data = page.to_json()
     assert (data["totalCount"], data["limit"], data["offset"]) == (7, 2, 0)
     assert data["executions"][0]["toolName"] == "fs/read" and data["executions"][0]["status"] == "running"
-    assert set(data["executions"][1]) >= {"id", "toolName", "category", "status", "startTime", "endTime",
-                                          "executionTime", "result", "error", "userId", "sessionId", "metadata"}
+    assert set(data["executions"][1]) >= {
+        "id",
+        "toolName",
+        "category",
+        "status",
+        "startTime",
+        "endTime",
+        "executionTime",
+        "result",
+        "error",
+        "userId",
+        "sessionId",
+        "metadata",
+    }
 
 
-@pytest.mark.parametrize(("kw", "message"), [
-    ({"limit": 0}, "limit must be between 1 and 100 \\(got 0\\)"),
-    ({"limit": 101}, "limit must be between 1 and 100 \\(got 101\\)"),
-    ({"offset": -1}, "offset must be between 0 and 1000000000 \\(got -1\\)"),
-    ({"offset": 10**10}, "offset must be between 0 and 1000000000"),
-    ({"status": "done"}, "unknown status 'done'"),
-    ({"category": "files"}, "unknown category 'files'"),
-    ({"since": datetime(2025, 1, 1)}, "since needs a time zone"),
-    ({"since": T0, "until": T0}, "until must be after since"),
-])
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"limit": 0}, "limit must be between 1 and 100 \\(got 0\\)"),
+        ({"limit": 101}, "limit must be between 1 and 100 \\(got 101\\)"),
+        ({"offset": -1}, "offset must be between 0 and 1000000000 \\(got -1\\)"),
+        ({"offset": 10**10}, "offset must be between 0 and 1000000000"),
+        ({"status": "done"}, "unknown status 'done'"),
+        ({"category": "files"}, "unknown category 'files'"),
+        ({"since": datetime(2025, 1, 1)}, "since needs a time zone"),
+        ({"since": T0, "until": T0}, "until must be after since"),
+    ],
+)
 def test_history_query_validation(kw: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         HistoryQuery(**kw)
@@ -118,8 +142,12 @@ async def test_stats(engine: Engine) -> None:
 
 
 async def test_metrics_on_known_data(engine: Engine) -> None:
-    engine.registry.update([ToolSpec("fs/read", "fs", "read", category="file", risk="safe"),
-                            ToolSpec("fs/write", "fs", "write", category="file")])
+    engine.registry.update(
+        [
+            ToolSpec("fs/read", "fs", "read", category="file", risk="safe"),
+            ToolSpec("fs/write", "fs", "write", category="file"),
+        ]
+    )
     snap = await engine.metrics(principal=BOB)
     fs = snap.tool_metrics("fs/read")
     assert fs is not None
@@ -141,7 +169,12 @@ async def test_metrics_on_known_data(engine: Engine) -> None:
     assert snap.active == 1
     assert [u.user for u in snap.users] == ["bob"]  # a non-admin sees only their own line
     assert snap.user_stats is not None
-    assert (snap.user_stats.total, snap.user_stats.success, snap.user_stats.failed, snap.user_stats.denied) == (11, 7, 1, 1)
+    assert (snap.user_stats.total, snap.user_stats.success, snap.user_stats.failed, snap.user_stats.denied) == (
+        11,
+        7,
+        1,
+        1,
+    )
     data = snap.to_json()
     assert data["registryMetrics"] == {"totalTools": 2}
     assert data["mostUsedTools"] == [{"tool": "fs/read", "count": 9}, {"tool": "web/get", "count": 3}]
@@ -166,10 +199,12 @@ async def test_metrics_on_known_data(engine: Engine) -> None:
 
 
 async def test_tool_discovery_and_details(engine: Engine) -> None:
-    engine.registry.update([
-        ToolSpec("fs/read", "fs", "read", description="Read a file", category="file", risk="safe"),
-        ToolSpec("sh/run", "sh", "run", description="Run a command", category="shell"),
-    ])
+    engine.registry.update(
+        [
+            ToolSpec("fs/read", "fs", "read", description="Read a file", category="file", risk="safe"),
+            ToolSpec("sh/run", "sh", "run", description="Run a command", category="shell"),
+        ]
+    )
     listing = await engine.list_tools(BOB)
     assert [(t["name"], t["runnable"]) for t in listing.to_json()["tools"]] == [("fs/read", True), ("sh/run", False)]
     assert [e.name for e in (await engine.list_tools(BOB, search="COMMAND")).tools] == ["sh/run"]
@@ -196,11 +231,28 @@ async def test_results_round_trip(db_url: str) -> None:
     async with open_store(db_url) as store:
         e = Engine(store, audit=None)
         result = ToolResult(True, {"a": [1, 2]}, [{"type": "text", "text": "x"}], "x")
-        await e.executions.record(row(1, "fs/read", "failed", result=result, error="x", metadata={"k": "v"},
-                                      arguments={"path": "/p"}, session_id="s", api_key_id="key_1", run_id="run_1"))
+        await e.executions.record(
+            row(
+                1,
+                "fs/read",
+                "failed",
+                result=result,
+                error="x",
+                metadata={"k": "v"},
+                arguments={"path": "/p"},
+                session_id="s",
+                api_key_id="key_1",
+                run_id="run_1",
+            )
+        )
         got = await e.get_execution("exec_0001", BOB)
     assert got.result == result and got.metadata == {"k": "v"} and got.arguments == {"path": "/p"}
-    assert (got.session_id, got.api_key_id, got.run_id, got.started_at) == ("s", "key_1", "run_1", T0 + timedelta(minutes=1))
+    assert (got.session_id, got.api_key_id, got.run_id, got.started_at) == (
+        "s",
+        "key_1",
+        "run_1",
+        T0 + timedelta(minutes=1),
+    )
 
 
 def figures(snap: Any) -> Any:
@@ -221,14 +273,29 @@ async def test_totals_follow_prune_and_match_a_recount(engine: Engine) -> None:
     assert figures(await engine.metrics(principal=ROOT)) == figures(after)
 
 
-@pytest.mark.parametrize(("who", "kw"), [
-    (BOB, {}), (BOB, {"tool": "fs/read"}), (BOB, {"category": "shell"}), (BOB, {"status": "running"}),
-    (BOB, {"status": "failed"}), (ROOT, {"all_users": True}), (ROOT, {"user": "carol"}),
-    (ROOT, {"all_users": True, "tool": "fs/read", "status": "success"}), (CAROL, {"tool": "web/get"}),
-])
+@pytest.mark.parametrize(
+    ("who", "kw"),
+    [
+        (BOB, {}),
+        (BOB, {"tool": "fs/read"}),
+        (BOB, {"category": "shell"}),
+        (BOB, {"status": "running"}),
+        (BOB, {"status": "failed"}),
+        (ROOT, {"all_users": True}),
+        (ROOT, {"user": "carol"}),
+        (ROOT, {"all_users": True, "tool": "fs/read", "status": "success"}),
+        (CAROL, {"tool": "web/get"}),
+    ],
+)
 async def test_stats_from_totals_match_a_scan(engine: Engine, who: Principal, kw: dict[str, Any]) -> None:
     query = HistoryQuery(**kw)
     fast, scan = await engine.history_store.stats(who, query), await engine.history_store.stats_by_scan(who, query)
     assert fast.average_ms == pytest.approx(scan.average_ms)
     assert (fast.total, fast.success, fast.failed, fast.cancelled, fast.running, fast.denied) == (
-        scan.total, scan.success, scan.failed, scan.cancelled, scan.running, scan.denied)
+        scan.total,
+        scan.success,
+        scan.failed,
+        scan.cancelled,
+        scan.running,
+        scan.denied,
+    )

@@ -9,16 +9,15 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import engine_harness
 import pytest
+from engine_harness import passed
 
 from toolagent.engine import Engine, EngineConfig, ExecutionDenied, Principal
 from toolagent.engine.limits import BudgetUsedUp, month_window
 from toolagent.errors import BudgetExceeded, RateLimited
 from toolagent.store import open_store
 from toolagent.tools.spec import ToolResult, ToolSpec
-
-import engine_harness
-from engine_harness import passed
 
 pytestmark = pytest.mark.anyio
 
@@ -134,7 +133,9 @@ async def test_monthly_budget_is_exact_and_resets_next_month(db_url: str) -> Non
         refusals = [r for r in results if isinstance(r, BudgetExceeded)]
         assert len(refusals) == 15 and all(isinstance(r, BudgetUsedUp) for r in refusals)
         assert refusals[0].code == "TOO_MANY_REQUESTS"
-        assert "monthly budget of plan free (5 tool calls per month); it resets on 2025-04-01 UTC" in refusals[0].message
+        assert (
+            "monthly budget of plan free (5 tool calls per month); it resets on 2025-04-01 UTC" in refusals[0].message
+        )
         assert (await engine.history(bob, status="failed", limit=100)).executions[0].denial == "budget"
         clock.t = datetime(2025, 4, 1, tzinfo=UTC).timestamp()
         assert passed(await burst([engine], bob, 7)) == 5

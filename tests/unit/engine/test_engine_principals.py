@@ -62,8 +62,9 @@ async def test_local_user_is_created_on_first_use(principals: Principals, monkey
 
 async def test_api_keys(principals: Principals) -> None:
     await principals.add_user("bob", level="execute_basic")
-    key, raw = await principals.create_key("bob", scopes=["agent:execute:file", "agent:execute:file", "agent:execute:web"],
-                                           label="ci")
+    key, raw = await principals.create_key(
+        "bob", scopes=["agent:execute:file", "agent:execute:file", "agent:execute:web"], label="ci"
+    )
     assert raw.startswith(KEY_PREFIX) and len(raw) == 46 and key.prefix == raw[:10]
     assert key.scopes == ("agent:execute:file", "agent:execute:web") and key.active
     principal, found = await principals.authenticate_key(raw)
@@ -109,8 +110,9 @@ async def _change_reached(principals: Principals, before: int | None) -> None:
             await anyio.sleep(0.002)
 
 
-async def test_keys_are_cached_until_another_handle_narrows_them(principals: Principals,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_keys_are_cached_until_another_handle_narrows_them(
+    principals: Principals, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A resolved key is served from memory; a revocation, level or plan change made through another
     store handle (as by another process) is seen on the very next lookup."""
     await principals.add_user("bob", level="admin", plan="team")
@@ -159,8 +161,9 @@ async def test_keys_are_cached_until_another_handle_narrows_them(principals: Pri
         principals.close()
 
 
-async def test_a_change_during_a_lookup_keeps_its_result_out_of_the_cache(principals: Principals,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_change_during_a_lookup_keeps_its_result_out_of_the_cache(
+    principals: Principals, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A lookup racing a revocation may answer with what it read, but must not cache it: the next
     request reads the key again and finds it revoked."""
     await principals.add_user("bob", level="execute_basic")

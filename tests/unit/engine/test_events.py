@@ -16,22 +16,42 @@ pytestmark = pytest.mark.anyio
 
 def test_event_defaults_and_json() -> None:
     data = {"risk": "safe"}
-    e = Event("execution_finished", execution_id="e1", tool="file_read", user="alice", status="success",
-              duration_ms=12.5, data=data)
+    e = Event(
+        "execution_finished",
+        execution_id="e1",
+        tool="file_read",
+        user="alice",
+        status="success",
+        duration_ms=12.5,
+        data=data,
+    )
     data["risk"] = "changed"
     assert e.timestamp.tzinfo == UTC
     assert e.data == {"risk": "safe"}
     assert e.to_json() == {
-        "type": "execution_finished", "timestamp": e.timestamp.isoformat(), "execution_id": "e1",
-        "tool": "file_read", "user": "alice", "status": "success", "duration_ms": 12.5, "data": {"risk": "safe"},
+        "type": "execution_finished",
+        "timestamp": e.timestamp.isoformat(),
+        "execution_id": "e1",
+        "tool": "file_read",
+        "user": "alice",
+        "status": "success",
+        "duration_ms": 12.5,
+        "data": {"risk": "safe"},
     }
     assert replace(e, status="failed").status == "failed"
 
 
 def test_every_lifecycle_type_is_known() -> None:
     assert EVENT_TYPES == {
-        "tool_registered", "execution_started", "execution_finished", "execution_cancelled", "execution_denied",
-        "run_started", "step_started", "step_finished", "run_finished",
+        "tool_registered",
+        "execution_started",
+        "execution_finished",
+        "execution_cancelled",
+        "execution_denied",
+        "run_started",
+        "step_started",
+        "step_finished",
+        "run_finished",
     }
     with pytest.raises(ValueError, match="unknown event type 'execution_exploded'"):
         Event("execution_exploded")  # type: ignore[arg-type]
@@ -52,8 +72,12 @@ async def test_sync_and_async_subscribers_get_events_in_order() -> None:
     bus.subscribe(async_sub)
     await bus.emit(Event("execution_started"))
     await bus.emit(Event("execution_finished", status="success"))
-    assert seen == [("sync", "execution_started"), ("async", "execution_started"),
-                    ("sync", "execution_finished"), ("async", "execution_finished")]
+    assert seen == [
+        ("sync", "execution_started"),
+        ("async", "execution_started"),
+        ("sync", "execution_finished"),
+        ("async", "execution_finished"),
+    ]
 
 
 async def test_type_filter_and_unsubscribe() -> None:

@@ -50,7 +50,11 @@ def test_json_line_has_the_fields_and_the_context(stream: io.StringIO) -> None:
     assert (first["level"], first["logger"]) == ("info", "toolagent.engine.core")
     assert first["timestamp"].endswith("+00:00")
     assert {k: first[k] for k in ("execution_id", "run_id", "tool", "user")} == {
-        "execution_id": "exec_1", "run_id": "run_1", "tool": "file_read", "user": "alice"}
+        "execution_id": "exec_1",
+        "run_id": "run_1",
+        "tool": "file_read",
+        "user": "alice",
+    }
     assert second["message"] == "outside" and "execution_id" not in second
 
 
@@ -151,16 +155,29 @@ async def test_lifecycle_events_are_logged_with_their_context(stream: io.StringI
     bus = EventBus()
     unsubscribe = log_events(bus)
     await bus.emit(Event("execution_started", execution_id="exec_9", tool="shell_exec", user="carol"))
-    await bus.emit(Event("execution_finished", execution_id="exec_9", tool="shell_exec", user="carol",
-                         status="failed", duration_ms=42.0, reason=f"exit 1 password={SECRET}",
-                         data={"risk": "dangerous", "token": SECRET}))
+    await bus.emit(
+        Event(
+            "execution_finished",
+            execution_id="exec_9",
+            tool="shell_exec",
+            user="carol",
+            status="failed",
+            duration_ms=42.0,
+            reason=f"exit 1 password={SECRET}",
+            data={"risk": "dangerous", "token": SECRET},
+        )
+    )
     await bus.emit(Event("execution_denied", tool="file_write", user="dave", reason="level execute_basic < admin"))
     unsubscribe()
     await bus.emit(Event("run_started", run_id="run_x"))
     assert SECRET not in stream.getvalue()
     started, finished, denied = lines(stream)
     assert (started["level"], started["event"], started["execution_id"], started["user"]) == (
-        "debug", "execution_started", "exec_9", "carol")
+        "debug",
+        "execution_started",
+        "exec_9",
+        "carol",
+    )
     assert finished["level"] == "warning" and finished["status"] == "failed" and finished["duration_ms"] == 42.0
     assert finished["data"] == {"risk": "dangerous", "token": REDACTED}
     assert finished["message"].startswith("execution_finished shell_exec failed in 42.0 ms")

@@ -10,22 +10,44 @@ import pytest
 
 from toolagent.agents.models import AgentRecord
 from toolagent.engine.agent_diff import MAX_PATHS, MAX_VALUE_CHARS, agent_diff
-from toolagent.engine.ownership import (Actor, OrgState, check_agent_change, check_level, check_new_org,
-                                        check_org_admin, needed_role, parse_role, security_changed)
+from toolagent.engine.ownership import (
+    Actor,
+    OrgState,
+    check_agent_change,
+    check_level,
+    check_new_org,
+    check_org_admin,
+    needed_role,
+    parse_role,
+    security_changed,
+)
 from toolagent.engine.redaction import REDACTED
 from toolagent.errors import UsageError
 
 SECURITY = {"denied_operations": ["DROP"], "allowed_tables": ["users"]}
 
 
-def record(security: dict[str, Any] | None = None, *, params: dict[str, Any] | None = None, raw: str | None = None,
-           **fields: Any) -> AgentRecord:
+def record(
+    security: dict[str, Any] | None = None,
+    *,
+    params: dict[str, Any] | None = None,
+    raw: str | None = None,
+    **fields: Any,
+) -> AgentRecord:
     configuration: dict[str, Any] = {"tools": ["db/query"], "toolParams": params or {}}
     if security is not None:
         configuration["security"] = security
     text = raw if raw is not None else json.dumps({"metadata": {"name": "a"}, "configuration": configuration})
-    values = {"organization_slug": "acme", "slug": "a", "display_name": "A", "agent_type": "tool",
-              "mode_profile": "tool_full", "status": "active", "yaml": text, **fields}
+    values = {
+        "organization_slug": "acme",
+        "slug": "a",
+        "display_name": "A",
+        "agent_type": "tool",
+        "mode_profile": "tool_full",
+        "status": "active",
+        "yaml": text,
+        **fields,
+    }
     return AgentRecord(**values)
 
 
@@ -83,10 +105,17 @@ def test_a_refusal_names_the_role_and_the_command_that_grants_it() -> None:
     assert level is not None and "view_only" in level and "toolagent users set-level vic execute_basic" in level
 
 
-@pytest.mark.parametrize(("who", "role", "allowed"), [
-    (BASIC, None, False), (BASIC, "editor", False), (BASIC, "admin", True), (ADMIN, None, True),
-    (SCOPED_ADMIN, None, False), (OPERATOR, None, True),
-])
+@pytest.mark.parametrize(
+    ("who", "role", "allowed"),
+    [
+        (BASIC, None, False),
+        (BASIC, "editor", False),
+        (BASIC, "admin", True),
+        (ADMIN, None, True),
+        (SCOPED_ADMIN, None, False),
+        (OPERATOR, None, True),
+    ],
+)
 def test_member_management_needs_the_admin_role(who: Actor, role: str | None, allowed: bool) -> None:
     reason = check_org_admin(who, acme(role), "manage the members of")
     assert (reason is None) == allowed, reason
@@ -159,10 +188,22 @@ def test_diff_of_a_create_and_a_delete_has_one_side() -> None:
 
 
 def test_diff_redacts_secrets_yet_shows_that_they_changed() -> None:
-    old = record(params={"http/get": {"api_key": "sk-live-0123456789abcdef0123456789abcdef",
-                                       "url": "https://u:hunter2hunter2@example.com/x"}})
-    new = record(params={"http/get": {"api_key": "sk-live-fedcba9876543210fedcba9876543210",
-                                       "url": "https://u:swordfish99@example.com/x"}})
+    old = record(
+        params={
+            "http/get": {
+                "api_key": "sk-live-0123456789abcdef0123456789abcdef",
+                "url": "https://u:hunter2hunter2@example.com/x",
+            }
+        }
+    )
+    new = record(
+        params={
+            "http/get": {
+                "api_key": "sk-live-fedcba9876543210fedcba9876543210",
+                "url": "https://u:swordfish99@example.com/x",
+            }
+        }
+    )
     diff = by_path(agent_diff(old, new))
     text = json.dumps(diff)
     for secret in ("0123456789abcdef", "fedcba9876543210", "hunter2hunter2", "swordfish99"):
@@ -177,4 +218,5 @@ def test_diff_is_compact() -> None:
     assert len(diff) == MAX_PATHS + 1 and diff[-1] == {"path": "…", "more": 6}
     assert len(by_path(diff)["description"]["new"]) == MAX_VALUE_CHARS + 1
     assert agent_diff(record(raw="not: [valid"), record(raw="still: [bad")) == [
-        {"path": "yaml", "old": "not: [valid", "new": "still: [bad"}]
+        {"path": "yaml", "old": "not: [valid", "new": "still: [bad"}
+    ]

@@ -6,11 +6,17 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from prometheus_client import parser
 
 from toolagent.engine.prometheus import (
-    CONTENT_TYPE, Histogram, HttpMetrics, PromDenial, PromHttpFigures, PromSnapshot, PromToolFigures, PromUserFigures,
+    CONTENT_TYPE,
+    Histogram,
+    HttpMetrics,
+    PromDenial,
+    PromHttpFigures,
+    PromSnapshot,
+    PromToolFigures,
+    PromUserFigures,
     render,
 )
 
@@ -24,8 +30,10 @@ SNAPSHOT = PromSnapshot(
     active=2,
     users=[PromUserFigures("alice", success=3, failed=1, denied=2), PromUserFigures('bo"b\\n\n', cancelled=1)],
     discovery={"demo/supabase-agent": 4},
-    http=[PromHttpFigures("get", "/api/v1/tools", 200, 5, durations_s=[0.01, 0.02]),
-          PromHttpFigures("POST", "/api/v1/tools/{name}/execute", 403, 1, durations_s=[0.001])],
+    http=[
+        PromHttpFigures("get", "/api/v1/tools", 200, 5, durations_s=[0.01, 0.02]),
+        PromHttpFigures("POST", "/api/v1/tools/{name}/execute", 403, 1, durations_s=[0.001]),
+    ],
 )
 
 
@@ -47,9 +55,14 @@ def test_families_types_and_help() -> None:
     kinds = {name: f.type for name, f in fams.items()}  # type: ignore[attr-defined]
     # the reference parser names a counter family without its `_total` suffix
     assert kinds == {
-        "tool_execution": "counter", "tool_execution_duration_seconds": "histogram",
-        "tool_permission_denied": "counter", "tool_rate_limited": "counter", "tool_executions_active": "gauge",
-        "tool_user_executions": "counter", "tool_discovery_count": "gauge", "http_requests": "counter",
+        "tool_execution": "counter",
+        "tool_execution_duration_seconds": "histogram",
+        "tool_permission_denied": "counter",
+        "tool_rate_limited": "counter",
+        "tool_executions_active": "gauge",
+        "tool_user_executions": "counter",
+        "tool_discovery_count": "gauge",
+        "http_requests": "counter",
         "http_request_duration_seconds": "histogram",
     }
     assert all(f.documentation for f in fams.values())  # type: ignore[attr-defined]
@@ -65,21 +78,29 @@ def test_execution_counters_by_tool_category_status() -> None:
 
 
 def test_duration_histogram_buckets_sum_and_count() -> None:
-    buckets = {dict(k)["le"]: v for k, v in samples("tool_execution_duration_seconds_bucket").items()
-               if dict(k)["tool"] == "file_read"}
+    buckets = {
+        dict(k)["le"]: v
+        for k, v in samples("tool_execution_duration_seconds_bucket").items()
+        if dict(k)["tool"] == "file_read"
+    }
     assert buckets["0.005"] == 1 and buckets["0.025"] == 2 and buckets["0.5"] == 3 and buckets["10.0"] == 4
     assert buckets["+Inf"] == 4
     assert list(buckets.values()) == sorted(buckets.values())
     assert samples("tool_execution_duration_seconds_count")[(("tool", "file_read"),)] == 4
     assert samples("tool_execution_duration_seconds_sum")[(("tool", "file_read"),)] == pytest.approx(7.324)
-    shell = {dict(k)["le"]: v for k, v in samples("tool_execution_duration_seconds_bucket").items()
-             if dict(k)["tool"] == "shell_exec"}
+    shell = {
+        dict(k)["le"]: v
+        for k, v in samples("tool_execution_duration_seconds_bucket").items()
+        if dict(k)["tool"] == "shell_exec"
+    }
     assert shell["300.0"] == 0 and shell["+Inf"] == 1
 
 
 def test_denials_rate_limits_active_users_discovery() -> None:
     assert samples("tool_permission_denied_total") == {
-        (("reason", "level"), ("tool", "shell_exec")): 2, (("reason", "api_key_scope"), ("tool", "file_write")): 1}
+        (("reason", "level"), ("tool", "shell_exec")): 2,
+        (("reason", "api_key_scope"), ("tool", "file_write")): 1,
+    }
     assert samples("tool_rate_limited_total") == {(("tool", "http_request"),): 4}
     assert samples("tool_executions_active") == {(): 2}
     users = samples("tool_user_executions_total")
@@ -112,8 +133,14 @@ def test_empty_snapshot_still_declares_every_family() -> None:
 
 
 def test_same_labels_are_summed_not_repeated() -> None:
-    text = render(PromSnapshot(tools=[PromToolFigures("t", "c", success=1, durations_s=[1.0]),
-                                      PromToolFigures("t", "c", success=2, durations_s=[2.0])]))
+    text = render(
+        PromSnapshot(
+            tools=[
+                PromToolFigures("t", "c", success=1, durations_s=[1.0]),
+                PromToolFigures("t", "c", success=2, durations_s=[2.0]),
+            ]
+        )
+    )
     assert 'tool_execution_total{category="c",status="success",tool="t"} 3.0\n' in text
     assert 'tool_execution_duration_seconds_count{tool="t"} 2.0\n' in text
     list(parser.text_string_to_metric_families(text))
@@ -128,9 +155,16 @@ def test_prebucketed_histogram() -> None:
     assert Histogram.empty((1.0,)).merged(Histogram((1.0,), (1,), 0.5, 2)) == Histogram((1.0,), (1,), 0.5, 2)
 
 
-@pytest.mark.parametrize(("buckets", "counts", "count"), [
-    ((1.0, 0.5), (0, 0), 0), ((1.0,), (1, 2), 2), ((0.5, 1.0), (2, 1), 2), ((1.0,), (3,), 2), ((math.inf,), (0,), 0),
-])
+@pytest.mark.parametrize(
+    ("buckets", "counts", "count"),
+    [
+        ((1.0, 0.5), (0, 0), 0),
+        ((1.0,), (1, 2), 2),
+        ((0.5, 1.0), (2, 1), 2),
+        ((1.0,), (3,), 2),
+        ((math.inf,), (0,), 0),
+    ],
+)
 def test_invalid_histograms_are_refused(buckets: tuple[float, ...], counts: tuple[int, ...], count: int) -> None:
     with pytest.raises(ValueError):
         Histogram(buckets, counts, 0.0, count)

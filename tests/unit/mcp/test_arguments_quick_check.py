@@ -15,12 +15,28 @@ from toolagent.tools.spec import ToolSpec
 
 # What FastMCP and the TypeScript SDK generate, and variants the fast path must decline or handle.
 SCHEMAS: list[dict[str, Any]] = [
-    {"properties": {"text": {"title": "Text", "type": "string"}}, "required": ["text"], "title": "echoArguments",
-     "type": "object"},
-    {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}, "ok": {"type": "boolean"}},
-     "required": ["n"], "additionalProperties": False, "$schema": "http://json-schema.org/draft-07/schema#"},
-    {"type": "object", "properties": {"v": {"type": ["string", "null"]}, "any": {}, "items": {"type": "array"},
-                                      "obj": {"type": "object"}}},
+    {
+        "properties": {"text": {"title": "Text", "type": "string"}},
+        "required": ["text"],
+        "title": "echoArguments",
+        "type": "object",
+    },
+    {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "x": {"type": "number"}, "ok": {"type": "boolean"}},
+        "required": ["n"],
+        "additionalProperties": False,
+        "$schema": "http://json-schema.org/draft-07/schema#",
+    },
+    {
+        "type": "object",
+        "properties": {
+            "v": {"type": ["string", "null"]},
+            "any": {},
+            "items": {"type": "array"},
+            "obj": {"type": "object"},
+        },
+    },
     {"type": "object", "properties": {"n": {"type": "integer", "minimum": 3}}},  # a constraint: declined
     {"type": "object", "properties": {"s": {"type": "string", "enum": ["a", "b"]}}, "required": ["s"]},
     {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}}},

@@ -15,12 +15,19 @@ from toolagent.mcp.checked_session import CheckedSession
 
 pytestmark = pytest.mark.anyio
 
-SIMPLE = {"type": "object", "title": "echoOutput", "properties": {"result": {"type": "string"}, "n": {"type": "integer"}},
-          "required": ["result"]}
+SIMPLE = {
+    "type": "object",
+    "title": "echoOutput",
+    "properties": {"result": {"type": "string"}, "n": {"type": "integer"}},
+    "required": ["result"],
+}
 CLOSED = {**SIMPLE, "additionalProperties": False}
 #: Shapes the quick check does not decide: the SDK's check must.
-NESTED = {"type": "object", "properties": {"rows": {"type": "array", "items": {"$ref": "#/$defs/row"}}},
-          "$defs": {"row": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}}}
+NESTED = {
+    "type": "object",
+    "properties": {"rows": {"type": "array", "items": {"$ref": "#/$defs/row"}}},
+    "$defs": {"row": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
+}
 BOUNDED = {"type": "object", "properties": {"result": {"type": "string", "maxLength": 3}}}
 SCHEMAS = {"simple": SIMPLE, "closed": CLOSED, "nested": NESTED, "bounded": BOUNDED}
 
@@ -60,21 +67,27 @@ async def test_a_result_of_a_simple_schema_skips_the_sdk_check(session: CheckedS
     assert sdk_checks == []
 
 
-@pytest.mark.parametrize(("tool", "content", "why"), [
-    ("simple", {"result": 5}, "5 is not of type 'string'"),
-    ("simple", {"n": 1}, "'result' is a required property"),
-    ("closed", {"result": "hi", "extra": 1}, "Additional properties are not allowed"),
-    ("bounded", {"result": "long"}, "is too long"),
-    ("nested", {"rows": [{"id": "x"}]}, "'x' is not of type 'integer'"),
-])
-async def test_a_bad_result_is_refused_with_the_sdks_message(session: CheckedSession, sdk_checks: list[str], tool: str,
-                                                             content: Any, why: str) -> None:
+@pytest.mark.parametrize(
+    ("tool", "content", "why"),
+    [
+        ("simple", {"result": 5}, "5 is not of type 'string'"),
+        ("simple", {"n": 1}, "'result' is a required property"),
+        ("closed", {"result": "hi", "extra": 1}, "Additional properties are not allowed"),
+        ("bounded", {"result": "long"}, "is too long"),
+        ("nested", {"rows": [{"id": "x"}]}, "'x' is not of type 'integer'"),
+    ],
+)
+async def test_a_bad_result_is_refused_with_the_sdks_message(
+    session: CheckedSession, sdk_checks: list[str], tool: str, content: Any, why: str
+) -> None:
     with pytest.raises(RuntimeError, match=f"Invalid structured content returned by tool {tool}") as info:
         await session.validate_tool_result(tool, result(content))
     assert why in str(info.value) and sdk_checks == [tool]
 
 
-async def test_a_result_without_structured_content_goes_to_the_sdk(session: CheckedSession, sdk_checks: list[str]) -> None:
+async def test_a_result_without_structured_content_goes_to_the_sdk(
+    session: CheckedSession, sdk_checks: list[str]
+) -> None:
     with pytest.raises(RuntimeError, match="did not return structured content"):
         await session.validate_tool_result("simple", CallToolResult(content=[]))
     assert sdk_checks == ["simple"]

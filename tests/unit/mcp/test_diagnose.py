@@ -24,20 +24,26 @@ Node.js v20.20.2
 
 
 def test_node_missing_module_keeps_the_error_and_first_frame() -> None:
-    assert stderr_summary(NODE_MISSING) == "\n".join([
-        "…",
-        "Error: Cannot find module '/srv/server.js'",
-        "at Module._resolveFilename (node:internal/modules/cjs/loader:1225:15)",
-        "…",
-        "  code: 'MODULE_NOT_FOUND',",
-        "  requireStack: []",
-        "}",
-        "Node.js v20.20.2",
-    ])
+    assert stderr_summary(NODE_MISSING) == "\n".join(
+        [
+            "…",
+            "Error: Cannot find module '/srv/server.js'",
+            "at Module._resolveFilename (node:internal/modules/cjs/loader:1225:15)",
+            "…",
+            "  code: 'MODULE_NOT_FOUND',",
+            "  requireStack: []",
+            "}",
+            "Node.js v20.20.2",
+        ]
+    )
 
 
 def test_python_traceback_keeps_the_exception_line() -> None:
-    text = "Traceback (most recent call last):\n" + '  File "x.py", line 1\n' * 30 + "ModuleNotFoundError: No module named 'foo'\n"
+    text = (
+        "Traceback (most recent call last):\n"
+        + '  File "x.py", line 1\n' * 30
+        + "ModuleNotFoundError: No module named 'foo'\n"
+    )
     summary = stderr_summary(text)
     assert summary.splitlines()[0] == "Traceback (most recent call last):"
     assert summary.endswith("ModuleNotFoundError: No module named 'foo'")
@@ -50,19 +56,29 @@ def test_quiet_stderr_keeps_the_last_lines() -> None:
 
 
 def _failure(status: int, line: str = "", had_session: bool = True) -> HttpFailure:
-    return HttpFailure(seq=1, url="http://h/mcp", status=status, first_line=line, method="tools/call", tool="t",
-                       had_session=had_session)
+    return HttpFailure(
+        seq=1,
+        url="http://h/mcp",
+        status=status,
+        first_line=line,
+        method="tools/call",
+        tool="t",
+        had_session=had_session,
+    )
 
 
-@pytest.mark.parametrize(("failure", "refused"), [
-    (_failure(404, "Session not found"), True),
-    (_failure(400, "Bad Request: Server not initialized"), True),
-    (_failure(400, "Bad Request: No valid session ID provided"), True),
-    (_failure(404, "Not Found", had_session=False), False),   # no session yet: a wrong URL
-    (_failure(400, "Invalid JSON"), False),
-    (_failure(403, "Access is only allowed at localhost:8931"), False),
-    (_failure(500, "session store down"), False),
-])
+@pytest.mark.parametrize(
+    ("failure", "refused"),
+    [
+        (_failure(404, "Session not found"), True),
+        (_failure(400, "Bad Request: Server not initialized"), True),
+        (_failure(400, "Bad Request: No valid session ID provided"), True),
+        (_failure(404, "Not Found", had_session=False), False),  # no session yet: a wrong URL
+        (_failure(400, "Invalid JSON"), False),
+        (_failure(403, "Access is only allowed at localhost:8931"), False),
+        (_failure(500, "session store down"), False),
+    ],
+)
 def test_only_a_refused_session_is_resent(failure: HttpFailure, refused: bool) -> None:
     assert failure.session_refused is refused
 

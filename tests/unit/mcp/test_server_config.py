@@ -13,10 +13,14 @@ from toolagent.mcp.config import HttpServer, ServersConfig, StdioServer
 
 
 def test_stdio_and_http_servers_are_told_apart() -> None:
-    cfg = ServersConfig.from_data({"mcpServers": {
-        "a": {"command": "node", "args": ["x.js"], "env": {"K": "v"}, "cwd": "/tmp"},
-        "b": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer t"}},
-    }})
+    cfg = ServersConfig.from_data(
+        {
+            "mcpServers": {
+                "a": {"command": "node", "args": ["x.js"], "env": {"K": "v"}, "cwd": "/tmp"},
+                "b": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer t"}},
+            }
+        }
+    )
     a, b = cfg.mcpServers["a"], cfg.mcpServers["b"]
     assert isinstance(a, StdioServer) and a.args == ["x.js"] and a.env == {"K": "v"}
     assert isinstance(b, HttpServer) and b.headers == {"Authorization": "Bearer t"}
@@ -45,10 +49,21 @@ def test_missing_env_var_is_named() -> None:
 
 
 def test_operator_keys_per_server_and_per_tool() -> None:
-    cfg = ServersConfig.from_data({"mcpServers": {"s": {
-        "command": "x", "timeout_s": 5, "tool_timeouts_s": {"slow": 60}, "risk": {"read": "safe", "rm": "dangerous"},
-        "category": "file", "trusted": True, "sql_tools": ["q"],
-    }}})
+    cfg = ServersConfig.from_data(
+        {
+            "mcpServers": {
+                "s": {
+                    "command": "x",
+                    "timeout_s": 5,
+                    "tool_timeouts_s": {"slow": 60},
+                    "risk": {"read": "safe", "rm": "dangerous"},
+                    "category": "file",
+                    "trusted": True,
+                    "sql_tools": ["q"],
+                }
+            }
+        }
+    )
     s = cfg.mcpServers["s"]
     assert s.timeout_for("slow") == 60 and s.timeout_for("read") == 5
     assert s.risk_for("rm") == "dangerous" and s.risk_for("other") is None

@@ -6,7 +6,9 @@ from toolagent.runs.flow import FlowCap, fill_required, result_view
 from toolagent.tools.spec import ToolResult, ToolSpec
 
 SPEC = ToolSpec(
-    name="db/run", server="db", tool="run",
+    name="db/run",
+    server="db",
+    tool="run",
     input_schema={"type": "object", "properties": {"sql": {}, "limit": {}, "rows": {}}, "required": ["sql", "rows"]},
 )
 
@@ -34,20 +36,32 @@ def test_first_step_has_no_previous() -> None:
 
 
 def test_result_view_keeps_structured_fields_and_puts_text_content_status_under_result() -> None:
-    result = ToolResult(False, {"sql": "S", "status": "tool's own", "content": "file body"},
-                        [{"type": "text", "text": "t"}], "t")
+    result = ToolResult(
+        False, {"sql": "S", "status": "tool's own", "content": "file body"}, [{"type": "text", "text": "t"}], "t"
+    )
     view = result_view(result, "success", FlowCap())
     assert view == {
-        "sql": "S", "status": "tool's own", "content": "file body",
+        "sql": "S",
+        "status": "tool's own",
+        "content": "file body",
         "_result": {"text": "t", "content": [{"type": "text", "text": "t"}], "status": "success", "isError": False},
     }
 
 
 def test_implicit_chaining_never_takes_content_blocks_text_or_status() -> None:
-    spec = ToolSpec(name="fs/write_file", server="fs", tool="write_file", input_schema={
-        "type": "object", "required": ["path", "content"],
-        "properties": {"path": {"type": "string"}, "content": {"type": "string"}}})
-    unstructured = result_view(ToolResult(False, None, [{"type": "text", "text": "page"}], "page"), "success", FlowCap())
+    spec = ToolSpec(
+        name="fs/write_file",
+        server="fs",
+        tool="write_file",
+        input_schema={
+            "type": "object",
+            "required": ["path", "content"],
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+        },
+    )
+    unstructured = result_view(
+        ToolResult(False, None, [{"type": "text", "text": "page"}], "page"), "success", FlowCap()
+    )
     args, sources = fill_required(spec, {"path": "out.md"}, "fetch/fetch", unstructured, {"content": "from payload"})
     assert args == {"path": "out.md", "content": "from payload"}
     assert sources == {"path": "params", "content": "payload.content"}
@@ -56,7 +70,9 @@ def test_implicit_chaining_never_takes_content_blocks_text_or_status() -> None:
 def test_cap_cuts_lists_and_strings_but_not_numbers() -> None:
     cap = FlowCap(max_items=2, max_chars=5)
     assert cap.apply({"rows": [1, 2, 3], "s": "abcdefgh", "n": 123456789}) == {
-        "rows": [1, 2], "s": "abcde… [3 more chars]", "n": 123456789,
+        "rows": [1, 2],
+        "s": "abcde… [3 more chars]",
+        "n": 123456789,
     }
 
 

@@ -72,8 +72,10 @@ async def test_a_snapshot_after_a_write_waits_for_the_next_one_or_for_close() ->
         writer.put(0, {"status": "success"})
         with anyio.CancelScope(shield=True):
             await writer.close()
-    assert [rows for _, rows in runs.writes] == [[{"position": 0, "status": "running"}],
-                                                 [{"position": 0, "status": "success"}]]
+    assert [rows for _, rows in runs.writes] == [
+        [{"position": 0, "status": "running"}],
+        [{"position": 0, "status": "success"}],
+    ]
 
 
 async def test_a_step_is_snapshotted_when_written_once_however_often_it_was_handed_over() -> None:

@@ -16,10 +16,10 @@ import pytest
 from mcp import Client
 
 from toolagent.servers.supabase import SupabaseSettings, build_server
-from toolagent.servers.supabase.sqlite_backend import SqliteBackend
 from toolagent.servers.supabase.catalog import Catalog
 from toolagent.servers.supabase.demo_data import ensure_sqlite_demo
 from toolagent.servers.supabase.generator import NotUnderstood, generate_sql
+from toolagent.servers.supabase.sqlite_backend import SqliteBackend
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,9 @@ CASES = [
     Case(
         "top 10 conversations by date",
         "SELECT * FROM agent_conversations ORDER BY started_at DESC, id DESC LIMIT 10",
-        ordered=True, tables=("agent_conversations",), max_rows=10,
+        ordered=True,
+        tables=("agent_conversations",),
+        max_rows=10,
     ),  # fmt: skip
     Case(
         "5 most recent conversations",
@@ -83,13 +85,15 @@ CASES = [
         "conversations with user email",
         "SELECT c.*, u.email FROM agent_conversations c JOIN users u ON u.id = c.user_id "
         "ORDER BY c.started_at DESC, c.id DESC LIMIT 50",
-        ordered=True, max_rows=50,
+        ordered=True,
+        max_rows=50,
     ),  # fmt: skip
     Case(
         "kpi values with metric name",
         "SELECT d.*, m.name FROM kpi_data d JOIN kpi_metrics m ON m.id = d.metric_id "
         "ORDER BY d.recorded_at DESC, d.id DESC LIMIT 40",
-        ordered=True, max_rows=40,
+        ordered=True,
+        max_rows=40,
     ),  # fmt: skip
     Case("conversations with more than 100 messages", "SELECT * FROM agent_conversations WHERE message_count >= 101"),
     Case(
@@ -174,7 +178,8 @@ CASES = [
     Case(
         "conversations ordered by message count ascending",
         "SELECT * FROM agent_conversations ORDER BY message_count, id LIMIT 20",
-        ordered=True, max_rows=20,
+        ordered=True,
+        max_rows=20,
     ),  # fmt: skip
     Case(
         "conversations per user",
@@ -202,7 +207,9 @@ CASES = [
         "average message count of ended conversations per agent",
         "SELECT agent_slug, avg(message_count) FROM agent_conversations WHERE status <> 'active' GROUP BY 1",
     ),
-    Case("how many users signed up this year", "SELECT count(*) FROM users WHERE created_at >= date_trunc('year', now())"),
+    Case(
+        "how many users signed up this year", "SELECT count(*) FROM users WHERE created_at >= date_trunc('year', now())"
+    ),
     Case(
         "abandoned conversations per agent in 2025",
         "SELECT agent_slug, count(*) FROM agent_conversations WHERE status = 'abandoned' "

@@ -37,7 +37,9 @@ def test_collect_stops_at_the_byte_cap_and_counts_the_json_array() -> None:
 
 
 def test_collect_reports_values_left_out() -> None:
-    result = collect(["v"], iter([("a", 0), (None, 1)]), max_rows=10, max_bytes=1000, convert=lambda v: v, oversized_index=1)
+    result = collect(
+        ["v"], iter([("a", 0), (None, 1)]), max_rows=10, max_bytes=1000, convert=lambda v: v, oversized_index=1
+    )
     assert result.rows == [{"v": "a"}, {"v": None}]
     assert result.oversized_values == 1 and result.truncated and result.truncated_reason == "max_result_bytes"
 

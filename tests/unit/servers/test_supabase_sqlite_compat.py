@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from toolagent.errors import StoreError
-from toolagent.servers.supabase.sqlite_backend import SqliteBackend
 from toolagent.servers.supabase.demo_data import ensure_sqlite_demo, seed_hash
+from toolagent.servers.supabase.sqlite_backend import SqliteBackend
 from toolagent.servers.supabase.sqlite_compat import iso_timestamp, register_functions, to_sqlite
 
 
@@ -76,16 +76,15 @@ def test_embedded_connection_is_read_only(tmp_path: Path) -> None:
     db = ensure_sqlite_demo(tmp_path / "demo.sqlite")
     backend = SqliteBackend(db, 15_000)
     with pytest.raises(StoreError, match="readonly|read-only|attempt to write"):
-        backend.execute("INSERT INTO kpi_metrics (id, name, description, unit, category) VALUES (99, 'x', 'x', 'x', 'x')", 10)
+        backend.execute(
+            "INSERT INTO kpi_metrics (id, name, description, unit, category) VALUES (99, 'x', 'x', 'x', 'x')", 10
+        )
     with pytest.raises(StoreError, match="no such table"):
         backend.execute("SELECT * FROM nothing_here", 10)
 
 
 def test_embedded_statement_timeout(tmp_path: Path) -> None:
     db = ensure_sqlite_demo(tmp_path / "demo.sqlite")
-    slow = (
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) "
-        "SELECT count(*) FROM n"
-    )
+    slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) SELECT count(*) FROM n"
     with pytest.raises(StoreError, match="statement timed out after 50 ms"):
         SqliteBackend(db, 50).execute(slow, 10)

@@ -10,9 +10,8 @@ from mcp import Client
 
 from toolagent.errors import ConfigError, EnvVarMissing
 from toolagent.servers.supabase import SupabaseSettings, build_server
-from toolagent.servers.supabase.demo_data import TABLES
+from toolagent.servers.supabase.demo_data import TABLES, ensure_sqlite_demo
 from toolagent.servers.supabase.settings import DEFAULT_ALLOWED_TABLES
-from toolagent.servers.supabase.demo_data import ensure_sqlite_demo
 
 pytestmark = pytest.mark.anyio
 
@@ -49,7 +48,12 @@ async def test_tools_are_read_only_with_output_schemas(demo_db: Path) -> None:
     for tool in tools.values():
         a = tool.annotations
         assert a is not None
-        assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (True, False, True, False)
+        assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (
+            True,
+            False,
+            True,
+            False,
+        )
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
     assert tools["generate-sql"].input_schema["required"] == ["query"]
     assert tools["execute-sql"].input_schema["required"] == ["sql"]
@@ -219,7 +223,11 @@ async def test_analyze_results_accepts_arrays_with_columns(demo_db: Path) -> Non
 async def test_postgres_without_url_fails_each_database_tool() -> None:
     server = build_server(SupabaseSettings(backend="postgres"))
     async with Client(server) as client:
-        for name, args in [("get-schema", {}), ("execute-sql", {"sql": "SELECT 1"}), ("generate-sql", {"query": "how many users"})]:
+        for name, args in [
+            ("get-schema", {}),
+            ("execute-sql", {"sql": "SELECT 1"}),
+            ("generate-sql", {"query": "how many users"}),
+        ]:
             error = await call_error(client, name, args)
             assert error.endswith("Required environment variable SUPABASE_DB_URL is not set")
         # Analysis needs no database.

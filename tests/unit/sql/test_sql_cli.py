@@ -33,7 +33,9 @@ def test_reject_prints_reasons_and_exits_1() -> None:
 
 
 def test_allowed_tables_option() -> None:
-    code, payload, _ = _invoke("select * from secrets join Users on true", "--allowed-tables", "users, Agent_Conversations")
+    code, payload, _ = _invoke(
+        "select * from secrets join Users on true", "--allowed-tables", "users, Agent_Conversations"
+    )
     assert code == 1
     assert payload is not None
     assert payload["reasons"] == ["table 'secrets' is not in allowed tables (agent_conversations, users)"]
@@ -81,7 +83,9 @@ def test_dialect_option() -> None:
 USAGE_ERRORS = [
     pytest.param(["select 1", "--dialect", "no-such-dialect"], "Unknown dialect", id="unknown-dialect"),
     pytest.param(["select 1", "--max-bytes", "0"], "--max-bytes must be a positive integer", id="zero-max-bytes"),
-    pytest.param(["select 1", "--allowed-tables", '"unterminated'], "unterminated quoted identifier", id="bad-table-name"),
+    pytest.param(
+        ["select 1", "--allowed-tables", '"unterminated'], "unterminated quoted identifier", id="bad-table-name"
+    ),
     pytest.param(["@/no/such/file.sql"], "cannot read SQL file", id="missing-file"),
 ]
 

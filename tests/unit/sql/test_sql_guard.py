@@ -56,9 +56,13 @@ ALLOWED = [
         ("kpi_data", "kpi_metrics"),
         id="inner-join",
     ),
-    pytest.param("select * from kpi_metrics join kpi_data using (metric_id)", ("kpi_data", "kpi_metrics"), id="join-using"),
     pytest.param(
-        "select * from users cross join kpi_metrics natural join kpi_data", ("kpi_data", "kpi_metrics", "users"), id="cross-natural-join"
+        "select * from kpi_metrics join kpi_data using (metric_id)", ("kpi_data", "kpi_metrics"), id="join-using"
+    ),
+    pytest.param(
+        "select * from users cross join kpi_metrics natural join kpi_data",
+        ("kpi_data", "kpi_metrics", "users"),
+        id="cross-natural-join",
     ),
     pytest.param(
         "select * from users u full outer join agent_conversations c on c.user_id = u.id",
@@ -90,11 +94,15 @@ ALLOWED = [
     pytest.param("select * from users where created_at::date >= current_date - 7", None, id="date-arithmetic"),
     pytest.param("select cast(value as integer) from kpi_data", None, id="cast-function"),
     pytest.param("select * from users where name ilike '%smith%'", ("users",), id="ilike"),
-    pytest.param("select * from users where email like '%@example.com' and name not ilike 'test%'", None, id="like-not-ilike"),
+    pytest.param(
+        "select * from users where email like '%@example.com' and name not ilike 'test%'", None, id="like-not-ilike"
+    ),
     pytest.param(
         "select name, case when active then 'active' else 'inactive' end as status from users", None, id="case"
     ),
-    pytest.param("select coalesce(nickname, name, 'unknown'), nullif(status, '') from users", None, id="coalesce-nullif"),
+    pytest.param(
+        "select coalesce(nickname, name, 'unknown'), nullif(status, '') from users", None, id="coalesce-nullif"
+    ),
     pytest.param(
         "select user_id, created_at, row_number() over (partition by user_id order by created_at desc) as rn "
         "from agent_conversations",
@@ -135,7 +143,9 @@ ALLOWED = [
     ),
     pytest.param("select id from users intersect select user_id from agent_conversations", None, id="intersect"),
     pytest.param("select id from users except all select user_id from agent_conversations", None, id="except"),
-    pytest.param("(select id from users) union all (select id from kpi_data) order by 1 limit 3", None, id="parenthesized-union"),
+    pytest.param(
+        "(select id from users) union all (select id from kpi_data) order by 1 limit 3", None, id="parenthesized-union"
+    ),
     pytest.param("(select 1)", (), id="parenthesized-select"),
     pytest.param(
         "select * from users where id in (select user_id from agent_conversations)",
@@ -162,19 +172,31 @@ ALLOWED = [
         None,
         id="string-functions",
     ),
-    pytest.param("select abs(value), ceil(value), floor(value), round(value, 1) from kpi_data", None, id="math-functions"),
     pytest.param(
-        "select data->>'plan', data->'meta', data#>>'{a,b}', (data->>'seats')::int from users", None, id="json-accessors"
+        "select abs(value), ceil(value), floor(value), round(value, 1) from kpi_data", None, id="math-functions"
     ),
-    pytest.param("select * from users where data @> '{\"plan\": \"pro\"}' and data ? 'plan'", None, id="jsonb-operators"),
+    pytest.param(
+        "select data->>'plan', data->'meta', data#>>'{a,b}', (data->>'seats')::int from users",
+        None,
+        id="json-accessors",
+    ),
+    pytest.param(
+        "select * from users where data @> '{\"plan\": \"pro\"}' and data ? 'plan'", None, id="jsonb-operators"
+    ),
     pytest.param("select jsonb_build_object('id', id), to_jsonb(u) from users u", None, id="json-builders"),
     pytest.param("select string_agg(name, ', ' order by name), array_agg(id) from users", None, id="string-agg"),
     pytest.param(
         "select percentile_cont(0.5) within group (order by value) from kpi_data", None, id="percentile-within-group"
     ),
     pytest.param("select count(*) filter (where active) from users", None, id="aggregate-filter"),
-    pytest.param("select distinct on (user_id) user_id, created_at from agent_conversations order by user_id, created_at desc", None, id="distinct-on"),
-    pytest.param("select * from users order by name nulls last offset 10 fetch first 5 rows only", None, id="offset-fetch"),
+    pytest.param(
+        "select distinct on (user_id) user_id, created_at from agent_conversations order by user_id, created_at desc",
+        None,
+        id="distinct-on",
+    ),
+    pytest.param(
+        "select * from users order by name nulls last offset 10 fetch first 5 rows only", None, id="offset-fetch"
+    ),
     pytest.param("select * from users where id = $1 and status = any($2::text[])", ("users",), id="bound-parameters"),
     pytest.param("select * from generate_series(1, 10) as g(n)", (), id="generate-series"),
     pytest.param("select * from unnest(array[1, 2, 3]) as u(x)", (), id="unnest"),
@@ -184,7 +206,11 @@ ALLOWED = [
         ("users",),
         id="generate-series-gap-fill",
     ),
-    pytest.param("select * from users u join lateral jsonb_array_elements(u.data) e on true", ("users",), id="lateral-json-elements"),
+    pytest.param(
+        "select * from users u join lateral jsonb_array_elements(u.data) e on true",
+        ("users",),
+        id="lateral-json-elements",
+    ),
     pytest.param("values (1, 'a'), (2, 'b')", (), id="values"),
     pytest.param("select * from (values (1), (2)) as v(x)", (), id="values-in-from"),
     pytest.param("table users", ("users",), id="table-shorthand"),
@@ -204,21 +230,25 @@ ALLOWED = [
     pytest.param("select x::timestamptz at time zone 'UTC' from kpi_data", None, id="at-time-zone"),
     pytest.param("select * from users where email ~* '^admin' and name !~ 'x'", None, id="regex-operators"),
     pytest.param("select greatest(a, b), least(a, b) from kpi_data", None, id="greatest-least"),
-    pytest.param(
-        "select count(*)::float / nullif(sum(value), 0) as ratio from kpi_data", None, id="ratio-nullif"
-    ),
+    pytest.param("select count(*)::float / nullif(sum(value), 0) as ratio from kpi_data", None, id="ratio-nullif"),
     pytest.param("select gen_random_uuid(), random(), clock_timestamp()", (), id="volatile-but-harmless"),
     pytest.param(
         "select substring(email from position('@' in email) + 1) as domain, count(*) from users group by domain",
         None,
         id="email-domain",
     ),
-    pytest.param("select row(1, 2), array[1, 2], x = any(array[1]), x = all(array[2]) from users", None, id="row-array-any-all"),
+    pytest.param(
+        "select row(1, 2), array[1, 2], x = any(array[1]), x = all(array[2]) from users", None, id="row-array-any-all"
+    ),
     pytest.param("select * from pg_catalog.generate_series(1, 3)", (), id="pg-catalog-table-function"),
     pytest.param("select 1 operator(pg_catalog.+) 2", (), id="pg-catalog-operator"),
-    pytest.param("select ip::cidr, doc::tsvector, id::text[], amount::numeric(10, 2) from users", ("users",), id="builtin-casts"),
     pytest.param(
-        "select * from users where to_tsvector(name) @@ websearch_to_tsquery('smith')", ("users",), id="full-text-search"
+        "select ip::cidr, doc::tsvector, id::text[], amount::numeric(10, 2) from users", ("users",), id="builtin-casts"
+    ),
+    pytest.param(
+        "select * from users where to_tsvector(name) @@ websearch_to_tsquery('smith')",
+        ("users",),
+        id="full-text-search",
     ),
     pytest.param("select * from jsonb_to_recordset('[{\"a\": 1}]') as x(a int)", (), id="jsonb-to-recordset"),
 ]
@@ -256,7 +286,11 @@ REJECTED = [
     pytest.param("select * from users; drop table users", "only one statement", id="stacked-drop"),
     pytest.param("select * from users; drop table users", "statement type DROP is denied", id="stacked-drop-reason"),
     pytest.param("select 1 --\n; delete from users", "only one statement", id="line-comment-then-stacked"),
-    pytest.param("select 1 /* x */; update users set admin = true", "statement type UPDATE is denied", id="block-comment-then-stacked"),
+    pytest.param(
+        "select 1 /* x */; update users set admin = true",
+        "statement type UPDATE is denied",
+        id="block-comment-then-stacked",
+    ),
     pytest.param("commit; drop table users", "only one statement", id="commit-then-drop"),
     pytest.param("commit; drop table users", "statement type COMMIT", id="commit-then-drop-commit"),
     pytest.param("end; drop table users", "statement type DROP is denied", id="end-then-drop"),
@@ -267,7 +301,9 @@ REJECTED = [
     pytest.param(
         "select 'a\\'' ; drop table users; --'", "standard_conforming_strings", id="backslash-quote-ambiguous"
     ),
-    pytest.param("select * from users where name = 'a\\'", "standard_conforming_strings", id="trailing-backslash-ambiguous"),
+    pytest.param(
+        "select * from users where name = 'a\\'", "standard_conforming_strings", id="trailing-backslash-ambiguous"
+    ),
     # denied operations, case tricks
     pytest.param("delete from users", "statement type DELETE is denied", id="delete"),
     pytest.param("DeLeTe FrOm users", "statement type DELETE is denied", id="delete-mixed-case"),
@@ -281,14 +317,18 @@ REJECTED = [
     pytest.param("alter role app superuser", "statement type ALTER is denied", id="alter-role"),
     pytest.param("alter system set log_statement = 'none'", "statement type ALTER is denied", id="alter-system"),
     # other writes and DDL in read-only mode
-    pytest.param("insert into users (name) values ('x')", "statement type INSERT is not allowed in read-only mode", id="insert"),
+    pytest.param(
+        "insert into users (name) values ('x')", "statement type INSERT is not allowed in read-only mode", id="insert"
+    ),
     pytest.param("INSERT INTO users SELECT * FROM users", "statement type INSERT", id="insert-select"),
     pytest.param(
         "insert into users values (1) on conflict (id) do update set name = 'x'",
         "statement type UPDATE is denied",
         id="upsert-on-conflict-update",
     ),
-    pytest.param("insert into users values (1) on conflict do nothing", "statement type INSERT", id="insert-on-conflict-nothing"),
+    pytest.param(
+        "insert into users values (1) on conflict do nothing", "statement type INSERT", id="insert-on-conflict-nothing"
+    ),
     pytest.param(
         "merge into users u using kpi_data k on u.id = k.id when matched then delete",
         "statement type DELETE is denied",
@@ -334,9 +374,13 @@ REJECTED = [
     pytest.param("explain select 1", "statement type EXPLAIN", id="explain"),
     pytest.param("explain analyze delete from users", "statement type DELETE is denied", id="explain-analyze-delete"),
     pytest.param(
-        "EXPLAIN (ANALYZE, FORMAT JSON) DELETE FROM users", "statement type DELETE is denied", id="explain-options-delete"
+        "EXPLAIN (ANALYZE, FORMAT JSON) DELETE FROM users",
+        "statement type DELETE is denied",
+        id="explain-options-delete",
     ),
-    pytest.param("explain analyze verbose update users set a = 1", "statement type UPDATE is denied", id="explain-analyze-update"),
+    pytest.param(
+        "explain analyze verbose update users set a = 1", "statement type UPDATE is denied", id="explain-analyze-update"
+    ),
     pytest.param("vacuum full", "statement type VACUUM", id="vacuum"),
     pytest.param("analyze users", "statement type ANALYZE", id="analyze"),
     pytest.param("cluster users", "statement type CLUSTER", id="cluster"),
@@ -353,8 +397,16 @@ REJECTED = [
     pytest.param("load 'evil.so'", "statement type LOAD", id="load-library"),
     pytest.param("show all", "statement type SHOW", id="show"),
     # writes hidden inside a query
-    pytest.param("with x as (delete from users returning *) select * from x", "statement type DELETE is denied", id="writable-cte-delete"),
-    pytest.param("with x as (update users set a = 1 returning *) select * from x", "statement type UPDATE is denied", id="writable-cte-update"),
+    pytest.param(
+        "with x as (delete from users returning *) select * from x",
+        "statement type DELETE is denied",
+        id="writable-cte-delete",
+    ),
+    pytest.param(
+        "with x as (update users set a = 1 returning *) select * from x",
+        "statement type UPDATE is denied",
+        id="writable-cte-update",
+    ),
     pytest.param(
         "with x as (insert into users values (1) returning *) select * from x",
         "INSERT inside a query is not allowed in read-only mode",
@@ -366,14 +418,18 @@ REJECTED = [
         id="writable-cte-in-subquery",
     ),
     pytest.param("with t as (select 1) delete from users", "statement type DELETE is denied", id="cte-then-delete"),
-    pytest.param("with t as (select 1) insert into users select * from t", "statement type INSERT", id="cte-then-insert"),
+    pytest.param(
+        "with t as (select 1) insert into users select * from t", "statement type INSERT", id="cte-then-insert"
+    ),
     pytest.param("select * into stolen from users", "SELECT INTO is not allowed", id="select-into"),
     pytest.param("select * into temp t from users", "SELECT INTO is not allowed", id="select-into-temp"),
     pytest.param("select * from users for update", "locking clause FOR UPDATE", id="for-update"),
     pytest.param("select * from users for share", "locking clause FOR SHARE", id="for-share"),
     pytest.param("select * from users for no key update", "locking clause FOR NO KEY UPDATE", id="for-no-key-update"),
     pytest.param("select * from users for key share nowait", "locking clause FOR KEY SHARE", id="for-key-share"),
-    pytest.param("select * from users for update skip locked", "locking clause FOR UPDATE", id="for-update-skip-locked"),
+    pytest.param(
+        "select * from users for update skip locked", "locking clause FOR UPDATE", id="for-update-skip-locked"
+    ),
     pytest.param(
         "select * from users where id in (select user_id from kpi_data for update)",
         "locking clause FOR UPDATE",
@@ -395,7 +451,9 @@ REJECTED = [
     pytest.param("select lo_import('/etc/passwd')", "function lo_import", id="lo-import"),
     pytest.param("select lo_export(16384, '/tmp/x')", "function lo_export", id="lo-export"),
     pytest.param("select lo_from_bytea(0, 'x')", "function lo_from_bytea", id="lo-from-bytea"),
-    pytest.param("select id from users where id = (select lo_unlink(1))", "function lo_unlink", id="lo-unlink-in-subquery"),
+    pytest.param(
+        "select id from users where id = (select lo_unlink(1))", "function lo_unlink", id="lo-unlink-in-subquery"
+    ),
     pytest.param("select set_config('role', 'postgres', false)", "function set_config", id="set-config"),
     pytest.param("select current_setting('data_directory')", "function current_setting", id="current-setting"),
     pytest.param("select pg_terminate_backend(1234)", "function pg_terminate_backend", id="pg-terminate-backend"),
@@ -404,10 +462,16 @@ REJECTED = [
     pytest.param("select * from dblink('host=evil', 'select 1') as t(a int)", "function dblink", id="dblink-in-from"),
     pytest.param("select dblink_exec('host=evil', 'drop table users')", "function dblink_exec", id="dblink-exec"),
     pytest.param("select dblink_connect('evil')", "function dblink_connect", id="dblink-connect"),
-    pytest.param("select query_to_xml('delete from users returning *', true, true, '')", "function query_to_xml", id="query-to-xml-delete"),
+    pytest.param(
+        "select query_to_xml('delete from users returning *', true, true, '')",
+        "function query_to_xml",
+        id="query-to-xml-delete",
+    ),
     pytest.param("select table_to_xml('secrets', true, true, '')", "function table_to_xml", id="table-to-xml"),
     pytest.param("select database_to_xml(true, true, '')", "function database_to_xml", id="database-to-xml"),
-    pytest.param("select xpath('/a', query_to_xml('select 1', true, true, ''))", "function xpath", id="xpath-with-query"),
+    pytest.param(
+        "select xpath('/a', query_to_xml('select 1', true, true, ''))", "function xpath", id="xpath-with-query"
+    ),
     pytest.param("select nextval('users_id_seq')", "function nextval", id="nextval"),
     pytest.param("select setval('users_id_seq', 1)", "function setval", id="setval"),
     pytest.param("select pg_advisory_lock(1)", "function pg_advisory_lock", id="advisory-lock"),
@@ -417,15 +481,33 @@ REJECTED = [
     pytest.param("select current_user", "function current_user", id="current-user"),
     pytest.param("select evil_udf(id) from users", "function evil_udf is not allowed", id="unknown-function"),
     pytest.param("select ifnull(name, 'x') from users", "function ifnull", id="non-postgres-alias-of-builtin"),
-    pytest.param("select public.lower(name) from users", "only pg_catalog functions may be qualified", id="schema-qualified-function"),
-    pytest.param('select "LOWER"(name) from users', "quoted function names are case-sensitive", id="quoted-uppercase-builtin"),
-    pytest.param('select "FLOOR"(value) from kpi_data', "quoted function names are case-sensitive", id="quoted-special-form"),
-    pytest.param("select * from evil.generate_series(1, 2)", "function evil.generate_series", id="qualified-table-function"),
-    pytest.param("select * from evil.lower('x')", "only pg_catalog functions may be qualified", id="qualified-table-function-builtin-name"),
+    pytest.param(
+        "select public.lower(name) from users",
+        "only pg_catalog functions may be qualified",
+        id="schema-qualified-function",
+    ),
+    pytest.param(
+        'select "LOWER"(name) from users', "quoted function names are case-sensitive", id="quoted-uppercase-builtin"
+    ),
+    pytest.param(
+        'select "FLOOR"(value) from kpi_data', "quoted function names are case-sensitive", id="quoted-special-form"
+    ),
+    pytest.param(
+        "select * from evil.generate_series(1, 2)", "function evil.generate_series", id="qualified-table-function"
+    ),
+    pytest.param(
+        "select * from evil.lower('x')",
+        "only pg_catalog functions may be qualified",
+        id="qualified-table-function-builtin-name",
+    ),
     pytest.param('select "row"(1, 2)', "function row is not allowed", id="quoted-row-is-a-user-function"),
     pytest.param("select 1 operator(evil.+) 2", "operator evil.+ is not allowed", id="user-operator"),
     pytest.param("select 'x'::evil_domain", "type evil_domain is not allowed", id="cast-to-user-type"),
-    pytest.param("select cast(name as public.evil) from users", "type public.evil is not allowed", id="cast-to-qualified-user-type"),
+    pytest.param(
+        "select cast(name as public.evil) from users",
+        "type public.evil is not allowed",
+        id="cast-to-qualified-user-type",
+    ),
     pytest.param("select count(*) from users group by pg_sleep(1)", "function pg_sleep", id="function-in-group-by"),
     pytest.param("select * from users order by pg_sleep(1)", "function pg_sleep", id="function-in-order-by"),
     pytest.param("select sum(pg_sleep(1)) over () from users", "function pg_sleep", id="function-in-window"),
@@ -441,22 +523,34 @@ REJECTED = [
     pytest.param("select * from users where id in (select id from secrets)", "table 'secrets'", id="where-subquery"),
     pytest.param("select (select max(token) from secrets) from users", "table 'secrets'", id="select-list-subquery"),
     pytest.param(
-        "select count(*) from users having count(*) > (select count(*) from secrets)", "table 'secrets'", id="having-subquery"
-    ),
-    pytest.param("select * from users order by (select 1 from secrets limit 1)", "table 'secrets'", id="order-by-subquery"),
-    pytest.param(
-        "select * from users u join kpi_data d on d.id = (select id from secrets limit 1)", "table 'secrets'", id="join-on-subquery"
+        "select count(*) from users having count(*) > (select count(*) from secrets)",
+        "table 'secrets'",
+        id="having-subquery",
     ),
     pytest.param(
-        "select * from users u, lateral (select * from secrets s where s.id = u.id) x", "table 'secrets'", id="lateral-subquery"
+        "select * from users order by (select 1 from secrets limit 1)", "table 'secrets'", id="order-by-subquery"
+    ),
+    pytest.param(
+        "select * from users u join kpi_data d on d.id = (select id from secrets limit 1)",
+        "table 'secrets'",
+        id="join-on-subquery",
+    ),
+    pytest.param(
+        "select * from users u, lateral (select * from secrets s where s.id = u.id) x",
+        "table 'secrets'",
+        id="lateral-subquery",
     ),
     pytest.param("select * from users where exists (select 1 from secrets)", "table 'secrets'", id="exists-subquery"),
     pytest.param("with s as (select * from secrets) select 1", "table 'secrets'", id="cte-body"),
-    pytest.param("with users as (select * from secrets) select * from users", "table 'secrets'", id="cte-shadowing-hides-secret"),
+    pytest.param(
+        "with users as (select * from secrets) select * from users", "table 'secrets'", id="cte-shadowing-hides-secret"
+    ),
     pytest.param("select id from users union select id from secrets", "table 'secrets'", id="union-arm"),
     pytest.param("select id from users except select id from secrets", "table 'secrets'", id="except-arm"),
     pytest.param(
-        "with s as (select 1) select * from s union all select * from secrets", "table 'secrets'", id="union-arm-after-cte"
+        "with s as (select 1) select * from s union all select * from secrets",
+        "table 'secrets'",
+        id="union-arm-after-cte",
     ),
     pytest.param(
         "(with secrets as (select 1) select * from secrets) union select * from secrets",
@@ -473,12 +567,20 @@ REJECTED = [
         "table 'secrets'",
         id="later-sibling-cte-not-visible",
     ),
-    pytest.param("with secrets as (select * from secrets) select * from secrets", "table 'secrets'", id="non-recursive-self-reference"),
-    pytest.param('with "Secrets" as (select 1) select * from secrets', "table 'secrets'", id="quoted-cte-does-not-fold"),
-    pytest.param("with secrets as (select 1) select * from public.secrets", "table 'secrets'", id="qualified-name-skips-cte"),
+    pytest.param(
+        "with secrets as (select * from secrets) select * from secrets",
+        "table 'secrets'",
+        id="non-recursive-self-reference",
+    ),
+    pytest.param(
+        'with "Secrets" as (select 1) select * from secrets', "table 'secrets'", id="quoted-cte-does-not-fold"
+    ),
+    pytest.param(
+        "with secrets as (select 1) select * from public.secrets", "table 'secrets'", id="qualified-name-skips-cte"
+    ),
     pytest.param("select * into secrets from users", "table 'secrets'", id="select-into-target"),
     pytest.param('select * from U&"\\0073ecrets"', 'Unicode-escaped identifiers (U&"...")', id="unicode-escape-table"),
-    pytest.param('select U&"d\\0061ta" from users', 'Unicode-escaped identifiers', id="unicode-escape-column"),
+    pytest.param('select U&"d\\0061ta" from users', "Unicode-escaped identifiers", id="unicode-escape-column"),
     # catalogs
     pytest.param("select * from pg_catalog.pg_class", "catalog table 'pg_catalog.pg_class'", id="pg-catalog"),
     pytest.param('select * from "pg_catalog"."pg_class"', "catalog table", id="pg-catalog-quoted"),
@@ -486,12 +588,18 @@ REJECTED = [
     pytest.param("select usename, passwd from pg_shadow", "catalog table 'pg_shadow'", id="pg-shadow"),
     pytest.param("select * from pg_user", "catalog table 'pg_user'", id="pg-user"),
     pytest.param("select * from pg_stat_activity", "catalog table 'pg_stat_activity'", id="pg-stat-activity"),
-    pytest.param("select * from information_schema.tables", "catalog table 'information_schema.tables'", id="information-schema"),
     pytest.param(
-        "select * from users where id = 1 union select * from pg_catalog.pg_roles", "catalog table", id="catalog-in-union"
+        "select * from information_schema.tables", "catalog table 'information_schema.tables'", id="information-schema"
     ),
     pytest.param(
-        "select * from users where exists (select 1 from information_schema.columns)", "catalog table", id="catalog-in-subquery"
+        "select * from users where id = 1 union select * from pg_catalog.pg_roles",
+        "catalog table",
+        id="catalog-in-union",
+    ),
+    pytest.param(
+        "select * from users where exists (select 1 from information_schema.columns)",
+        "catalog table",
+        id="catalog-in-subquery",
     ),
 ]
 
@@ -527,15 +635,29 @@ READ_WRITE_CASES = [
     pytest.param("insert into users (name) values ('x')", "allow", None, id="insert"),
     pytest.param("insert into users select * from kpi_data", "allow", None, id="insert-select"),
     pytest.param("select * from users for update", "allow", None, id="for-update"),
-    pytest.param("with x as (insert into users values (1) returning *) select * from x", "allow", None, id="writable-cte-insert"),
+    pytest.param(
+        "with x as (insert into users values (1) returning *) select * from x", "allow", None, id="writable-cte-insert"
+    ),
     pytest.param("delete from users", "reject", "statement type DELETE is denied", id="delete"),
     pytest.param("update users set a = 1", "reject", "statement type UPDATE is denied", id="update"),
     pytest.param("drop table users", "reject", "statement type DROP is denied", id="drop"),
-    pytest.param("with x as (delete from users returning *) select * from x", "reject", "DELETE is denied", id="writable-cte-delete"),
-    pytest.param("merge into users using kpi_data on true when matched then delete", "reject", "DELETE is denied", id="merge-delete"),
+    pytest.param(
+        "with x as (delete from users returning *) select * from x",
+        "reject",
+        "DELETE is denied",
+        id="writable-cte-delete",
+    ),
+    pytest.param(
+        "merge into users using kpi_data on true when matched then delete",
+        "reject",
+        "DELETE is denied",
+        id="merge-delete",
+    ),
     pytest.param("insert into secrets values (1)", "reject", "table 'secrets'", id="allowlist-still-holds"),
     pytest.param("insert into users select pg_sleep(1)", "reject", "function pg_sleep", id="functions-still-checked"),
-    pytest.param("insert into users values (1); insert into users values (2)", "reject", "only one statement", id="stacked"),
+    pytest.param(
+        "insert into users values (1); insert into users values (2)", "reject", "only one statement", id="stacked"
+    ),
     pytest.param("commit", "reject", "transaction control", id="commit"),
     pytest.param("set role postgres", "reject", "statement type SET", id="set-role"),
     pytest.param("vacuum", "reject", "cannot be checked", id="vacuum"),

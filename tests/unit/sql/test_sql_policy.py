@@ -13,7 +13,11 @@ from toolagent.sql.names import fold_identifier, normalize_table_name
 def test_defaults() -> None:
     policy = SqlPolicy()
     assert policy.allowed_tables is None
-    assert policy.denied_operations == DEFAULT_DENIED_OPERATIONS == frozenset({"DROP", "TRUNCATE", "ALTER", "DELETE", "UPDATE"})
+    assert (
+        policy.denied_operations
+        == DEFAULT_DENIED_OPERATIONS
+        == frozenset({"DROP", "TRUNCATE", "ALTER", "DELETE", "UPDATE"})
+    )
     assert policy.dialect == "postgres"
     assert policy.read_only is True
     assert policy.max_bytes == DEFAULT_MAX_BYTES == 100_000
@@ -49,7 +53,9 @@ def test_table_name_normalization(configured: str, normalized: str) -> None:
     assert SqlPolicy.from_security(None, [configured]).allowed_tables == frozenset({normalized})
 
 
-@pytest.mark.parametrize("bad", ['"users', "a..b", "a.b.c.d", "users x"], ids=["unterminated", "empty-part", "four-parts", "space"])
+@pytest.mark.parametrize(
+    "bad", ['"users', "a..b", "a.b.c.d", "users x"], ids=["unterminated", "empty-part", "four-parts", "space"]
+)
 def test_malformed_table_names_raise(bad: str) -> None:
     with pytest.raises(ValueError):
         SqlPolicy.from_security(None, [bad])
@@ -88,7 +94,10 @@ def test_quoted_allowlist_entry_matches_quoted_reference_only() -> None:
 
 def test_schema_qualified_allowlist_entry() -> None:
     policy = SqlPolicy.from_security(None, ["analytics.events", "users"])
-    assert check_sql("select * from analytics.events join users on true", policy).tables == ("analytics.events", "users")
+    assert check_sql("select * from analytics.events join users on true", policy).tables == (
+        "analytics.events",
+        "users",
+    )
     assert check_sql("select * from analytics.events", policy).allowed
     assert not check_sql("select * from events", policy).allowed
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from alembic.script import ScriptDirectory
-
 from conftest import REPO_ROOT
+
 from toolagent.agents import load_path
 from toolagent.errors import NotFound
 from toolagent.seeding import seed_files

@@ -28,8 +28,9 @@ PROBE = sa.table("batch_probe", sa.column("n", sa.Integer), sa.column("tag", sa.
 async def probe_store(url: str) -> AsyncIterator[Store]:
     """A migrated store with an extra table `batch_probe(n primary key, tag)`."""
     async with open_store(url) as store:
-        await store.db.write(lambda conn: conn.exec_driver_sql(
-            "CREATE TABLE batch_probe (n INTEGER PRIMARY KEY, tag VARCHAR(20))"))
+        await store.db.write(
+            lambda conn: conn.exec_driver_sql("CREATE TABLE batch_probe (n INTEGER PRIMARY KEY, tag VARCHAR(20))")
+        )
         yield store
 
 
@@ -42,8 +43,9 @@ async def rows(store: Store) -> list[int]:
     return await store.db.read(lambda conn: [r.n for r in conn.execute(sa.select(PROBE.c.n).order_by(PROBE.c.n))])
 
 
-async def submit_together(batcher: GroupCommit, ns: Sequence[int], write: Callable[[int], Any] = lambda n: insert,
-                          *, savepoint: bool = True) -> dict[int, Any]:
+async def submit_together(
+    batcher: GroupCommit, ns: Sequence[int], write: Callable[[int], Any] = lambda n: insert, *, savepoint: bool = True
+) -> dict[int, Any]:
     """One write per `n` submitted at once (`write(n)` is its function, called with `n`); each n's
     answer, or the refusal or store error it raised."""
     results: dict[int, Any] = {}
@@ -213,11 +215,12 @@ def test_deadlocks_and_serialization_failures_are_retryable() -> None:
 
 async def test_the_recorder_takes_its_batch_settings_from_the_environment(tmp_path: Any, monkeypatch: Any) -> None:
     from toolagent.engine.events import EventBus
-    from toolagent.store.executions import ExecutionStore, Owner
     from toolagent.errors import UsageError
+    from toolagent.store.executions import ExecutionStore, Owner
     from toolagent.tools.records import Recorder
 
     async with open_store(f"sqlite+aiosqlite:///{tmp_path / 's.db'}") as store:
+
         def recorder() -> Recorder:
             return Recorder(store.db, ExecutionStore(store.db), None, EventBus(), Owner.current())
 
@@ -321,6 +324,7 @@ async def test_writes_of_one_batch_share_a_read_and_the_next_batch_reads_again(d
                 seen = read_once("probe rows", lambda: reads.append(n) or len(conn.execute(sa.select(PROBE.c.n)).all()))
                 insert(conn, n)
                 return seen
+
             return write
 
         results = await submit_together(batcher, range(6), reading, savepoint=False)
@@ -333,10 +337,13 @@ async def test_writes_of_one_batch_share_a_read_and_the_next_batch_reads_again(d
 
 
 @pytest.mark.parametrize("company", [None, True, False])
-async def test_a_lone_write_waits_one_turn_for_company_unless_told_none_can_come(db_url: str, company: bool | None) -> None:
+async def test_a_lone_write_waits_one_turn_for_company_unless_told_none_can_come(
+    db_url: str, company: bool | None
+) -> None:
     async with probe_store(db_url) as store:
-        batcher = GroupCommit(store.db, window_s=3600, max_size=64,
-                              company=None if company is None else (lambda: company))
+        batcher = GroupCommit(
+            store.db, window_s=3600, max_size=64, company=None if company is None else (lambda: company)
+        )
         with anyio.fail_after(5):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(batcher.submit, insert, 2)  # ready to run when the first write is submitted
@@ -359,8 +366,16 @@ async def stream(batcher: GroupCommit, ns: Sequence[int], gap_s: float) -> None:
 async def test_a_lone_write_waits_for_company_while_writes_come_close_together(db_url: str) -> None:
     async with probe_store(db_url) as store:
         arrivals = itertools.count()
-        batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=1.0,
-                              company=lambda: True, crowd=lambda: True, clock=lambda: next(arrivals) * 0.03)
+        batcher = GroupCommit(
+            store.db,
+            window_s=5,
+            max_size=64,
+            idle_s=0.3,
+            company_wait_s=1.0,
+            company=lambda: True,
+            crowd=lambda: True,
+            clock=lambda: next(arrivals) * 0.03,
+        )
         assert batcher.arrival_gap_s == float("inf")
         await stream(batcher, range(8), 0.03)
         assert await rows(store) == list(range(8))
@@ -373,14 +388,22 @@ async def test_a_lone_write_waits_for_company_while_writes_come_close_together(d
 async def test_a_lone_write_does_not_wait_when_writes_come_far_apart_or_none_can_come(db_url: str, case: str) -> None:
     async with probe_store(db_url) as store:
         if case == "far apart":
-            batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.02, company_wait_s=1.0,
-                                  crowd=lambda: True)
+            batcher = GroupCommit(
+                store.db, window_s=5, max_size=64, idle_s=0.02, company_wait_s=1.0, crowd=lambda: True
+            )
             await stream(batcher, range(5), 0.15)
         else:
             # No company at all, or other tasks ready but no other writer under way (the next
             # step of a sequential run, which writes only once this write is in).
-            batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=1.0,
-                                  company=lambda: case != "no company", crowd=lambda: False)
+            batcher = GroupCommit(
+                store.db,
+                window_s=5,
+                max_size=64,
+                idle_s=0.3,
+                company_wait_s=1.0,
+                company=lambda: case != "no company",
+                crowd=lambda: False,
+            )
             await stream(batcher, range(5), 0.03)
         assert await rows(store) == list(range(5))
     assert (batcher.stats.batches, batcher.stats.largest) == (5, 1)
@@ -388,8 +411,9 @@ async def test_a_lone_write_does_not_wait_when_writes_come_far_apart_or_none_can
 
 async def test_a_lone_write_waits_for_company_no_longer_than_its_limit(db_url: str) -> None:
     async with probe_store(db_url) as store:
-        batcher = GroupCommit(store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=0.05,
-                              company=lambda: True, crowd=lambda: True)
+        batcher = GroupCommit(
+            store.db, window_s=5, max_size=64, idle_s=0.3, company_wait_s=0.05, company=lambda: True, crowd=lambda: True
+        )
         await stream(batcher, range(3), 0.03)  # a stream close enough to wait for
         waits: list[float] = []
         gather = batcher._gather

@@ -181,7 +181,8 @@ async def test_sqlite_checkpoints_follow_the_inline_writers_commits_on_a_worker_
 
 
 async def test_sqlite_a_failed_checkpoint_is_logged_and_the_write_still_answers(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     async with probe_store(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}") as store:
         checkpoints = store.db.log_checkpoints
         assert checkpoints is not None
@@ -218,16 +219,27 @@ async def test_no_second_checkpoint_starts_while_one_runs() -> None:
     assert [checkpoints.due() for _ in range(checkpoints.FEWEST - 3)] == [False] * (checkpoints.FEWEST - 4) + [True]
 
 
-@pytest.mark.parametrize("url", ["sqlite+aiosqlite:///:memory:", "sqlite:///:memory:", "sqlite+aiosqlite://",
-                                 "sqlite+aiosqlite:///file:x?mode=memory&cache=shared"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite+aiosqlite:///:memory:",
+        "sqlite:///:memory:",
+        "sqlite+aiosqlite://",
+        "sqlite+aiosqlite:///file:x?mode=memory&cache=shared",
+    ],
+)
 def test_an_in_memory_sqlite_store_is_refused_with_the_fix(url: str) -> None:
     # Its connections would each open a database of their own: the first write would find no tables.
-    with pytest.raises(UsageError, match=r"in-memory SQLite store cannot be used .*give --db / TOOLAGENT_DATABASE_URL a file path"):
+    with pytest.raises(
+        UsageError, match=r"in-memory SQLite store cannot be used .*give --db / TOOLAGENT_DATABASE_URL a file path"
+    ):
         store_db.Database(url)
 
 
 @pytest.mark.postgres
-async def test_postgres_replaces_a_connection_that_died_while_idle(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_postgres_replaces_a_connection_that_died_while_idle(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Connections are not pinged at every checkout; one that idled past `PING_AFTER_IDLE_S` is,
     and a dead one is replaced before the transaction uses it."""
     import psycopg
@@ -237,8 +249,10 @@ async def test_postgres_replaces_a_connection_that_died_while_idle(pg_url: str, 
         await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=1)))
         await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.count()).select_from(PROBE)))
         with psycopg.connect(plain, autocommit=True) as admin:  # the server drops every idle session
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
         monkeypatch.setattr(store_db, "PING_AFTER_IDLE_S", 0.0)
         await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=2)))
         total = await store.db.read(lambda conn: conn.scalar(sa.select(sa.func.sum(PROBE.c.n))))
@@ -262,7 +276,8 @@ async def test_sqlite_a_connection_that_cannot_open_yet_waits_as_a_busy_write_do
 
 @pytest.mark.postgres
 async def test_postgres_a_connection_that_died_in_steady_use_fails_one_write_then_the_pool_renews(
-        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A connection used within `PING_AFTER_IDLE_S` is not pinged: if the server dropped it, the
     one write that finds it fails (nothing written), and so does the one read (reads have a pool
     of their own); each pool then opens new connections."""
@@ -273,8 +288,10 @@ async def test_postgres_a_connection_that_died_in_steady_use_fails_one_write_the
     async with probe_store(pg_url) as store:
         await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=1)))
         with psycopg.connect(plain, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
         with pytest.raises(StoreError):
             await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=10)))
         await store.db.write(lambda conn: conn.execute(PROBE.insert().values(n=2)))

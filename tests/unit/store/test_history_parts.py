@@ -35,12 +35,21 @@ def rows(n: int = 120, seed: int = 11) -> list[Execution]:
         status = rnd.choice(STATUSES)
         live = status in et.LIVE_STATUSES
         started = T0 + timedelta(seconds=rnd.randrange(3600))  # ties on started_at too: the id breaks them
-        out.append(Execution(
-            id=f"exec_{i:04d}", tool=tool, category=TOOLS[tool], risk="safe", status=status, user=rnd.choice(USERS),
-            started_at=started, ended_at=None if live else started + timedelta(seconds=1),
-            duration_ms=None if live else float(rnd.randrange(1, 500)), timeout_ms=30000,
-            run_id=rnd.choice((None, None, "run_a", "run_b")),
-        ))
+        out.append(
+            Execution(
+                id=f"exec_{i:04d}",
+                tool=tool,
+                category=TOOLS[tool],
+                risk="safe",
+                status=status,
+                user=rnd.choice(USERS),
+                started_at=started,
+                ended_at=None if live else started + timedelta(seconds=1),
+                duration_ms=None if live else float(rnd.randrange(1, 500)),
+                timeout_ms=30000,
+                run_id=rnd.choice((None, None, "run_a", "run_b")),
+            )
+        )
     return out
 
 
@@ -58,14 +67,19 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 
 def matching(where: ExecutionFilter) -> list[Execution]:
     """The filter applied to the rows in Python, newest first."""
+
     def keep(e: Execution) -> bool:
-        return ((where.user is None or e.user == where.user) and (where.tool is None or e.tool == where.tool)
-                and (where.category is None or e.category == where.category)
-                and (where.status is None or e.status == where.status)
-                and (where.run_id is None or e.run_id == where.run_id)
-                and (where.categories is None or e.category in where.categories)
-                and (where.since is None or e.started_at >= where.since)
-                and (where.until is None or e.started_at < where.until))
+        return (
+            (where.user is None or e.user == where.user)
+            and (where.tool is None or e.tool == where.tool)
+            and (where.category is None or e.category == where.category)
+            and (where.status is None or e.status == where.status)
+            and (where.run_id is None or e.run_id == where.run_id)
+            and (where.categories is None or e.category in where.categories)
+            and (where.since is None or e.started_at >= where.since)
+            and (where.until is None or e.started_at < where.until)
+        )
+
     return sorted(filter(keep, ROWS), key=lambda e: (e.started_at, e.id), reverse=True)
 
 
@@ -76,14 +90,22 @@ def _name(where: ExecutionFilter) -> str:
 
 
 FILTERS = [
-    ExecutionFilter(), ExecutionFilter(user="bob"), ExecutionFilter(user="bob", tool="fs/read"),
-    ExecutionFilter(user="ann", category="web"), ExecutionFilter(user="cid", status="failed"),
-    ExecutionFilter(user="bob", status="running"), ExecutionFilter(status="queued"), ExecutionFilter(status="success"),
-    ExecutionFilter(tool="sh/run"), ExecutionFilter(category="file"), ExecutionFilter(categories=frozenset({"web", "shell"})),
+    ExecutionFilter(),
+    ExecutionFilter(user="bob"),
+    ExecutionFilter(user="bob", tool="fs/read"),
+    ExecutionFilter(user="ann", category="web"),
+    ExecutionFilter(user="cid", status="failed"),
+    ExecutionFilter(user="bob", status="running"),
+    ExecutionFilter(status="queued"),
+    ExecutionFilter(status="success"),
+    ExecutionFilter(tool="sh/run"),
+    ExecutionFilter(category="file"),
+    ExecutionFilter(categories=frozenset({"web", "shell"})),
     ExecutionFilter(user="ann", categories=frozenset({"file"})),
     ExecutionFilter(since=T0 + timedelta(minutes=10), until=T0 + timedelta(minutes=40)),
     ExecutionFilter(user="bob", since=T0 + timedelta(minutes=20)),
-    ExecutionFilter(run_id="run_a"), ExecutionFilter(run_id="run_b", user="cid"),
+    ExecutionFilter(run_id="run_a"),
+    ExecutionFilter(run_id="run_b", user="cid"),
 ]
 
 
@@ -94,19 +116,28 @@ async def test_pages_and_statistics_match_the_rows(store: Store, where: Executio
     history = ExecutionHistory(store.db)
     for limit, offset in ((100, 0), (7, 0), (7, 5), (5, 13), (3, max(0, len(expected) - 2)), (10, len(expected) + 1)):
         page = await history.page(where, limit=limit, offset=offset)
-        assert [e.id for e in page] == [e.id for e in expected[offset:offset + limit]], (limit, offset)
+        assert [e.id for e in page] == [e.id for e in expected[offset : offset + limit]], (limit, offset)
     assert [e.status for e in await history.page(where, limit=100, offset=0)] == [e.status for e in expected[:100]]
 
     stats = await history.stats_by_scan(where)
     durations = [e.duration_ms for e in expected if e.duration_ms is not None]
     assert (stats.total, stats.success, stats.failed, stats.cancelled, stats.running) == (
-        len(expected), *(sum(e.status == s for e in expected) for s in ("success", "failed", "cancelled", "running")))
+        len(expected),
+        *(sum(e.status == s for e in expected) for s in ("success", "failed", "cancelled", "running")),
+    )
     assert stats.timed == len(durations)
     assert stats.average_ms == pytest.approx(sum(durations) / len(durations) if durations else 0.0)
 
 
-HISTORY_INDEXES = ("ix_executions_user_started", "ix_executions_user_tool", "ix_executions_user_category",
-                   "ix_executions_user_status", "ix_executions_started", "ix_executions_tool", "ix_executions_category")
+HISTORY_INDEXES = (
+    "ix_executions_user_started",
+    "ix_executions_user_tool",
+    "ix_executions_user_category",
+    "ix_executions_user_status",
+    "ix_executions_started",
+    "ix_executions_tool",
+    "ix_executions_category",
+)
 
 
 def _plan_sqlite(conn: sa.Connection, stmt: Any) -> str:
@@ -131,8 +162,9 @@ async def test_every_part_of_a_read_uses_an_index(store: Store, where: Execution
                 plan = await conn.run_sync(_plan_sqlite, stmt)
                 assert "SCAN executions\n" not in plan + "\n", plan
                 if et.ENDED in part and where.status is None and where.run_id is None:
-                    keys = await conn.run_sync(_plan_sqlite, sa.select(t.c.started_at, t.c.id).where(*part)
-                                               .order_by(*newest_first).limit(50))
+                    keys = await conn.run_sync(
+                        _plan_sqlite, sa.select(t.c.started_at, t.c.id).where(*part).order_by(*newest_first).limit(50)
+                    )
                     assert "USING COVERING INDEX" in keys, keys
             else:
                 await conn.exec_driver_sql("SET LOCAL enable_seqscan = off")

@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from toolagent.errors import StoreError
-from toolagent.store import open_store
 from toolagent.store import engine_tables as et
+from toolagent.store import open_store
 from toolagent.store.batch import GroupCommit
 from toolagent.store.limits import LimitCounters
 

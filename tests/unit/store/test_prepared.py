@@ -8,8 +8,8 @@ import pytest
 import sqlalchemy as sa
 
 from toolagent.status import ExecutionStatus
-from toolagent.store import open_store
 from toolagent.store import engine_tables as et
+from toolagent.store import open_store
 from toolagent.store.prepared import Prepared
 
 pytestmark = pytest.mark.anyio
@@ -19,26 +19,61 @@ WHEN = datetime(2026, 11, 24, 3, 4, 5, 678901, tzinfo=UTC)
 
 
 def _row(execution_id: str, **extra: object) -> dict[str, object]:
-    return {"id": execution_id, "tool": "bench/echo", "category": "general", "risk": "safe", "status": ExecutionStatus.RUNNING,
-            "denied": False, "denial": None, "user_name": "ana", "level": "admin", "api_key_id": None, "session_id": None,
-            "run_id": None, "metadata": {"k": [1, "two", None]}, "arguments": {"text": "héllo", "n": 2.5},
-            "timeout_ms": 30_000, "started_at": WHEN, "ended_at": None, "duration_ms": None, "result": None,
-            "error": None, "reason": None, "owner_pid": 1, "owner_host": "h", "owner_boot": "b", **extra}
+    return {
+        "id": execution_id,
+        "tool": "bench/echo",
+        "category": "general",
+        "risk": "safe",
+        "status": ExecutionStatus.RUNNING,
+        "denied": False,
+        "denial": None,
+        "user_name": "ana",
+        "level": "admin",
+        "api_key_id": None,
+        "session_id": None,
+        "run_id": None,
+        "metadata": {"k": [1, "two", None]},
+        "arguments": {"text": "héllo", "n": 2.5},
+        "timeout_ms": 30_000,
+        "started_at": WHEN,
+        "ended_at": None,
+        "duration_ms": None,
+        "result": None,
+        "error": None,
+        "reason": None,
+        "owner_pid": 1,
+        "owner_host": "h",
+        "owner_boot": "b",
+        **extra,
+    }
 
 
 async def test_rows_written_through_the_driver_read_back_like_rows_written_by_sqlalchemy(db_url: str) -> None:
     insert = Prepared(T.insert())
     finish = Prepared(T.update().where((T.c.id == sa.bindparam("k_id")) & (T.c.status == ExecutionStatus.RUNNING)))
-    done = {"status": ExecutionStatus.SUCCESS, "ended_at": WHEN, "duration_ms": 1.5,
-            "result": {"isError": False, "content": [{"type": "text", "text": "ok"}]}, "error": None}
+    done = {
+        "status": ExecutionStatus.SUCCESS,
+        "ended_at": WHEN,
+        "duration_ms": 1.5,
+        "result": {"isError": False, "content": [{"type": "text", "text": "ok"}]},
+        "error": None,
+    }
     async with open_store(db_url) as store:
+
         def write(conn: sa.Connection) -> list[int]:
             conn.execute(T.insert(), _row("by-sqlalchemy"))
             insert.execute(conn, _row("by-driver"))
             insert.execute(conn, [_row("many-1"), _row("many-2")])
-            counts = [conn.execute(T.update().where((T.c.id == "by-sqlalchemy") & (T.c.status == ExecutionStatus.RUNNING))
-                                   .values(**done)).rowcount]
-            counts += [finish.execute(conn, {"k_id": key, **done}).rowcount for key in ("by-driver", "by-driver", "many-1")]
+            counts = [
+                conn.execute(
+                    T.update()
+                    .where((T.c.id == "by-sqlalchemy") & (T.c.status == ExecutionStatus.RUNNING))
+                    .values(**done)
+                ).rowcount
+            ]
+            counts += [
+                finish.execute(conn, {"k_id": key, **done}).rowcount for key in ("by-driver", "by-driver", "many-1")
+            ]
             return counts
 
         counts = await store.db.write(write)
@@ -50,7 +85,10 @@ async def test_rows_written_through_the_driver_read_back_like_rows_written_by_sq
     for key in ("by-driver", "many-1"):
         assert {k: v for k, v in rows[key].items() if k != "id"} == {k: v for k, v in reference.items() if k != "id"}
     assert rows["many-2"]["status"] == ExecutionStatus.RUNNING and rows["many-2"]["metadata"] == {"k": [1, "two", None]}
-    assert rows["by-driver"]["result"] == done["result"] and rows["by-driver"]["arguments"] == {"text": "héllo", "n": 2.5}
+    assert rows["by-driver"]["result"] == done["result"] and rows["by-driver"]["arguments"] == {
+        "text": "héllo",
+        "n": 2.5,
+    }
 
 
 async def test_execute_each_runs_once_per_row_and_gives_each_its_rowcount(db_url: str) -> None:
@@ -58,11 +96,16 @@ async def test_execute_each_runs_once_per_row_and_gives_each_its_rowcount(db_url
     in_list = Prepared(T.update().where(T.c.id.in_(sa.bindparam("ids", expanding=True))).values(reason="listed"))
     done = {"status": ExecutionStatus.SUCCESS, "ended_at": WHEN, "duration_ms": 2.0, "result": None, "error": None}
     async with open_store(db_url) as store:
+
         def write(conn: sa.Connection) -> tuple[list[int], list[int], list[int]]:
             conn.execute(T.insert(), [_row("a"), _row("b"), _row("c", status=ExecutionStatus.FAILED)])
             counts = finish.execute_each(conn, [{"k_id": k, **done} for k in ("a", "c", "zz", "b", "a")])
             # A statement it cannot prepare runs row by row through SQLAlchemy, with the same answer.
-            return counts, in_list.execute_each(conn, [{"ids": ["a", "b"]}, {"ids": ["zz"]}]), finish.execute_each(conn, [])
+            return (
+                counts,
+                in_list.execute_each(conn, [{"ids": ["a", "b"]}, {"ids": ["zz"]}]),
+                finish.execute_each(conn, []),
+            )
 
         counts, listed, none = await store.db.write(write)
         async with store.db.begin() as conn:
@@ -74,9 +117,14 @@ async def test_execute_each_runs_once_per_row_and_gives_each_its_rowcount(db_url
 
 async def test_returning_and_statements_it_cannot_prepare_still_run(db_url: str) -> None:
     in_list = Prepared(sa.select(T.c.id).where(T.c.id.in_(sa.bindparam("ids", expanding=True))).order_by(T.c.id))
-    returning = Prepared(T.update().where(T.c.id == sa.bindparam("k_id")).values(reason=sa.bindparam("b_reason"))
-                         .returning(T.c.id, T.c.reason))
+    returning = Prepared(
+        T.update()
+        .where(T.c.id == sa.bindparam("k_id"))
+        .values(reason=sa.bindparam("b_reason"))
+        .returning(T.c.id, T.c.reason)
+    )
     async with open_store(db_url) as store:
+
         def write(conn: sa.Connection) -> tuple[list[str], tuple[str, str] | None]:
             conn.execute(T.insert(), [_row("a"), _row("b"), _row("c")])
             ids = [r.id for r in in_list.execute(conn, {"ids": ["a", "c", "zz"]})]
@@ -125,9 +173,16 @@ async def test_none_and_fixed_values_are_stored_as_sqlalchemy_stores_them(db_url
     insert = Prepared(T.insert())
     fixed = Prepared(T.update().where(T.c.id == sa.bindparam("k_id")).values(ended_at=WHEN, metadata=None))
     nothing = {"metadata": None, "arguments": None, "result": None, "ended_at": None, "duration_ms": None}
-    stored = sa.select(T.c.id, T.c.metadata.is_(None), T.c.arguments.is_(None), T.c.result.is_(None),
-                       T.c.ended_at.is_(None), sa.cast(T.c.ended_at, sa.String))
+    stored = sa.select(
+        T.c.id,
+        T.c.metadata.is_(None),
+        T.c.arguments.is_(None),
+        T.c.result.is_(None),
+        T.c.ended_at.is_(None),
+        sa.cast(T.c.ended_at, sa.String),
+    )
     async with open_store(db_url) as store:
+
         def write(conn: sa.Connection) -> None:
             conn.execute(T.insert(), _row("by-sqlalchemy", **nothing))
             insert.execute(conn, _row("by-driver", **nothing))

@@ -17,9 +17,18 @@ from toolagent.store.executions import ExecutionStore
 
 pytestmark = pytest.mark.anyio
 
-RUN = {"id": "run_1", "organization_slug": "tests", "agent_slug": "a", "user_id": "alice", "execution_mode": "sequential",
-       "stop_on_error": True, "plan": {"agent": "tests/a"}, "principal": "alice",
-       "payload": {"password": "hunter2-xyz"}, "inputs": {"plan": {"agent": "tests/a"}, "payload": {"password": "hunter2-xyz"}}}
+RUN = {
+    "id": "run_1",
+    "organization_slug": "tests",
+    "agent_slug": "a",
+    "user_id": "alice",
+    "execution_mode": "sequential",
+    "stop_on_error": True,
+    "plan": {"agent": "tests/a"},
+    "principal": "alice",
+    "payload": {"password": "hunter2-xyz"},
+    "inputs": {"plan": {"agent": "tests/a"}, "payload": {"password": "hunter2-xyz"}},
+}
 STEPS = [{"position": 0, "tool": "q/write"}, {"position": 1, "tool": "q/noop"}]
 
 
@@ -76,10 +85,21 @@ async def test_a_late_result_of_a_stopped_worker_is_discarded(pg_url: str) -> No
         assert await inputs_of(store, "run_1") == []
         # The stopped worker answers after all: neither its steps nor its outcome are written.
         await store.runs.update_steps("run_1", [{"position": 0, "status": "success", "started_at": utcnow()}])
-        done = await store.runs.finish_run("run_1", deliverable={"id": "dlv_late", "format": "json", "type": "t",
-                                                                 "content": "{}", "data": {}, "metadata": {},
-                                                                 "created_at": utcnow()},
-                                           status="success", error=None, ended_at=utcnow())
+        done = await store.runs.finish_run(
+            "run_1",
+            deliverable={
+                "id": "dlv_late",
+                "format": "json",
+                "type": "t",
+                "content": "{}",
+                "data": {},
+                "metadata": {},
+                "created_at": utcnow(),
+            },
+            status="success",
+            error=None,
+            ended_at=utcnow(),
+        )
         assert done is False
         row = await store.runs.get_run("run_1")
         assert row.status == "failed" and row.error == reason and row.deliverable_id != "dlv_late"
@@ -104,9 +124,17 @@ async def test_a_queued_run_whose_job_a_stopped_worker_fetched_gets_a_new_job(pg
 
 
 def queued_call(execution_id: str = "exec_1_a") -> Execution:
-    return Execution(id=execution_id, tool="q/write", category="general", risk="moderate", status="queued",
-                     user="alice", started_at=utcnow(), arguments={"token": "abc-123-secret", "tag": "t"},
-                     timeout_ms=30_000)
+    return Execution(
+        id=execution_id,
+        tool="q/write",
+        category="general",
+        risk="moderate",
+        status="queued",
+        user="alice",
+        started_at=utcnow(),
+        arguments={"token": "abc-123-secret", "tag": "t"},
+        timeout_ms=30_000,
+    )
 
 
 async def test_a_queued_call_is_shown_redacted_cancelled_once_and_leaves_no_inputs(pg_url: str) -> None:
@@ -127,8 +155,9 @@ async def test_a_queued_call_is_shown_redacted_cancelled_once_and_leaves_no_inpu
         assert await inputs_of(store, call.id) == []
         # Counted once in the totals metrics read, as a call cancelled in process is.
         async with store.db.begin() as conn:
-            totals = (await conn.execute(sa.text(
-                "SELECT status, calls FROM execution_totals WHERE tool = 'q/write'"))).all()
+            totals = (
+                await conn.execute(sa.text("SELECT status, calls FROM execution_totals WHERE tool = 'q/write'"))
+            ).all()
         assert [(r.status, r.calls) for r in totals] == [("cancelled", 1)]
         # A worker's admission of it now finds nothing to take (and so starts nothing).
         assert await store.db.write(lambda conn: calls.take_in(conn, call.id)) is False
@@ -145,7 +174,9 @@ async def test_a_call_of_a_stopped_worker_is_requeued_or_closed(pg_url: str) -> 
         jobs = {j.args["execution_id"]: j.id for j in await store.queue.jobs(queue="tools")}
         requeued = await calls.requeue(queued_call("exec_1_r"), jobs["exec_1_r"])
         assert requeued is not None and (await calls.get("exec_1_r")) is not None  # queued again, inputs kept
-        closed = await calls.close("exec_1_w", jobs["exec_1_w"], "interrupted: worker 7 stopped; outcome of q/write unknown")
+        closed = await calls.close(
+            "exec_1_w", jobs["exec_1_w"], "interrupted: worker 7 stopped; outcome of q/write unknown"
+        )
         assert closed is not None and (closed.status, closed.reason) == ("failed", "interrupted")
         assert await inputs_of(store, "exec_1_w") == [] and await inputs_of(store, "exec_1_r") == ["exec_1_r"]
         statuses = {(j.args["execution_id"], j.status) for j in await store.queue.jobs(queue="tools")}
@@ -163,4 +194,6 @@ async def test_a_call_admitted_before_its_step_record_was_written_counts_as_star
         reason = "interrupted: worker 7 (pid 1) on h1 stopped; outcome of q/write unknown"
         assert await store.queue.close_stalled_run("run_1", job_id, reason)
         assert [(s.status, s.error) for s in await store.runs.get_steps("run_1")] == [
-            ("failed", reason), ("skipped", None)]
+            ("failed", reason),
+            ("skipped", None),
+        ]

@@ -27,11 +27,19 @@ def dead_pid() -> int:
 
 def run_values(run_id: str, owner: Owner | None) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "id": run_id, "organization_slug": "demo", "agent_slug": "a", "user_id": "bob", "status": "running",
-        "execution_mode": "sequential", "stop_on_error": True, "started_at": STARTED,
-        "steps": [{"position": 0, "tool": "s/one", "status": "success"},
-                  {"position": 1, "tool": "s/two", "status": "running"},
-                  {"position": 2, "tool": "s/three", "status": "pending"}],
+        "id": run_id,
+        "organization_slug": "demo",
+        "agent_slug": "a",
+        "user_id": "bob",
+        "status": "running",
+        "execution_mode": "sequential",
+        "stop_on_error": True,
+        "started_at": STARTED,
+        "steps": [
+            {"position": 0, "tool": "s/one", "status": "success"},
+            {"position": 1, "tool": "s/two", "status": "running"},
+            {"position": 2, "tool": "s/three", "status": "pending"},
+        ],
     }
     if owner is not None:
         values.update(owner_pid=owner.pid, owner_host=owner.host, owner_boot=owner.boot)
@@ -54,12 +62,22 @@ async def test_a_run_whose_process_ended_is_closed_with_its_steps(db_url: str) -
         assert dead.error is not None and dead.error.startswith("interrupted: process ")
         assert "ended before it finished" in dead.error
         assert [(s.status, s.error) for s in await store.runs.get_steps("run_dead")] == [
-            ("success", None), ("failed", dead.error), ("skipped", None)]
+            ("success", None),
+            ("failed", dead.error),
+            ("skipped", None),
+        ]
         deliverable = await store.runs.get_deliverable("run_dead")
         assert dead.deliverable_id == deliverable.id
-        assert (deliverable.format, deliverable.type, deliverable.data["error"]) == ("json", "interrupted-run", dead.error)
+        assert (deliverable.format, deliverable.type, deliverable.data["error"]) == (
+            "json",
+            "interrupted-run",
+            dead.error,
+        )
         assert [(r["tool"], r["status"]) for r in deliverable.data["results"]] == [
-            ("s/one", "success"), ("s/two", "failed"), ("s/three", "skipped")]
+            ("s/one", "success"),
+            ("s/two", "failed"),
+            ("s/three", "skipped"),
+        ]
         assert deliverable.metadata["interrupted"] is True and deliverable.metadata["agent"]["slug"] == "a"
         rebooted = await store.runs.get_run("run_rebooted")
         assert rebooted.error is not None and "restarted" in rebooted.error
@@ -82,9 +100,13 @@ async def test_runs_of_a_store_made_before_the_owner_columns_survive_the_migrati
     try:
         assert await db.migrate("0004") == [1, 2, 3, 4]
         async with db.begin() as conn:
-            await conn.execute(sa.text(
-                "INSERT INTO runs (id, agent_slug, status, execution_mode, stop_on_error, started_at) "
-                "VALUES ('run_old', 'a', 'running', 'sequential', true, :at)"), {"at": STARTED})
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO runs (id, agent_slug, status, execution_mode, stop_on_error, started_at) "
+                    "VALUES ('run_old', 'a', 'running', 'sequential', true, :at)"
+                ),
+                {"at": STARTED},
+            )
         assert await db.migrate() == [5, 6, 7, 8, 9, 10, 11]
     finally:
         await db.dispose()

@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-
 from conftest import REPO_ROOT
+
 from toolagent.engine.audit import AuditLog
 from toolagent.store import open_store
 from toolagent.store.db import Database
@@ -26,8 +26,10 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures"
 def _schema_drift(conn: sa.Connection) -> list[Any]:
     """What differs between the database and `tables.py` (the legacy version table and
     procrastinate's job queue, applied frozen on PostgreSQL by revision 0007, aside)."""
+
     def include(obj: Any, name: str | None, kind: str, reflected: bool, compare_to: Any) -> bool:
         return not (kind == "table" and (name == LEGACY_TABLE or (name or "").startswith("procrastinate_")))
+
     context = MigrationContext.configure(conn, opts={"include_object": include, "compare_type": True})
     return compare_metadata(context, metadata)
 
@@ -39,28 +41,46 @@ NEWER_TABLES = ("organizations", "org_members", "queued_inputs", "principal_epoc
 
 def _row_counts(conn: sa.Connection) -> dict[str, int]:
     present = set(sa.inspect(conn).get_table_names())  # a table added since the store was written is absent
-    return {name: conn.scalar(sa.select(sa.func.count()).select_from(table)) or 0
-            for name, table in metadata.tables.items() if name in present}
+    return {
+        name: conn.scalar(sa.select(sa.func.count()).select_from(table)) or 0
+        for name, table in metadata.tables.items()
+        if name in present
+    }
 
 
 def _index_conditions(conn: sa.Connection) -> dict[str, str | None]:
     """Each index of `executions` (its key's own aside) and its condition, None for a whole index;
     `compare_metadata` does not compare conditions."""
     if conn.dialect.name == "sqlite":
-        rows = conn.exec_driver_sql("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
-                                    "AND tbl_name = 'executions' AND sql IS NOT NULL").all()
+        rows = conn.exec_driver_sql(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'executions' AND sql IS NOT NULL"
+        ).all()
     else:
-        rows = [r for r in conn.exec_driver_sql("SELECT indexname, indexdef FROM pg_indexes "
-                                                "WHERE tablename = 'executions'").all() if r[0] != "executions_pkey"]
+        rows = [
+            r
+            for r in conn.exec_driver_sql(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'executions'"
+            ).all()
+            if r[0] != "executions_pkey"
+        ]
     return {name: sql.split(" WHERE ", 1)[1].strip().strip("()") if " WHERE " in sql else None for name, sql in rows}
 
 
 #: `executions`' indexes and the gist of each one's condition (revision 11: the history indexes
 #: hold ended executions only, the run index BUILD steps only).
 INDEX_CONDITIONS = {
-    **{name: "queued" for name in ("ix_executions_user_started", "ix_executions_user_tool", "ix_executions_user_category",
-                                   "ix_executions_user_status", "ix_executions_started", "ix_executions_tool",
-                                   "ix_executions_category")},
+    **{
+        name: "queued"
+        for name in (
+            "ix_executions_user_started",
+            "ix_executions_user_tool",
+            "ix_executions_user_category",
+            "ix_executions_user_status",
+            "ix_executions_started",
+            "ix_executions_tool",
+            "ix_executions_category",
+        )
+    },
     "ix_executions_tool_duration": "duration_ms IS NOT NULL",
     "ix_executions_run": "run_id IS NOT NULL",
     "ix_executions_status": None,
@@ -72,7 +92,10 @@ async def _check_index_conditions(db: Database) -> None:
         conditions = await conn.run_sync(_index_conditions)
     assert set(conditions) == set(INDEX_CONDITIONS)
     for name, gist in INDEX_CONDITIONS.items():
-        assert (conditions[name] is None) if gist is None else (gist in (conditions[name] or "")), (name, conditions[name])
+        assert (conditions[name] is None) if gist is None else (gist in (conditions[name] or "")), (
+            name,
+            conditions[name],
+        )
 
 
 async def _inspect(db: Database) -> tuple[list[Any], dict[str, int], bool]:
@@ -171,14 +194,16 @@ def test_opening_a_store_at_head_does_not_load_alembic(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import anyio, sys\n"
-            "from toolagent.store import open_store\n"
-            "async def main():\n"
-            f"    async with open_store({str(tmp_path / 's.db')!r}): pass\n"
-            "anyio.run(main)\n"  # the first opening migrates, with Alembic
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic') != [])\n"
-            "for name in [m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')]: del sys.modules[name]\n"
-            "anyio.run(main)\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n")
+    code = (
+        "import anyio, sys\n"
+        "from toolagent.store import open_store\n"
+        "async def main():\n"
+        f"    async with open_store({str(tmp_path / 's.db')!r}): pass\n"
+        "anyio.run(main)\n"  # the first opening migrates, with Alembic
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic') != [])\n"
+        "for name in [m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')]: del sys.modules[name]\n"
+        "anyio.run(main)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.splitlines() == ["True", "[]"], out

@@ -34,11 +34,22 @@ class Rig:
 
 
 @contextlib.asynccontextmanager
-async def rig(tmp_path: Path, *, level: str = "admin", config: dict[str, Any] | None = None,
-              governed: bool = True) -> AsyncIterator[Rig]:
-    async with temp_store(tmp_path) as store, test_runtime(
-            store, level=level, config=EngineConfig.from_data({**UNLIMITED, **(config or {})})) as (runtime, me):
+async def rig(
+    tmp_path: Path, *, level: str = "admin", config: dict[str, Any] | None = None, governed: bool = True
+) -> AsyncIterator[Rig]:
+    async with (
+        temp_store(tmp_path) as store,
+        test_runtime(store, level=level, config=EngineConfig.from_data({**UNLIMITED, **(config or {})})) as (
+            runtime,
+            me,
+        ),
+    ):
         stub = StubToolSource(runtime.config)
-        source = build_tool_stack(stub, recorder=runtime.recorder if governed else None, limits=runtime.limits,
-                                  cancellation=runtime.cancellation, clock=runtime.clock)
+        source = build_tool_stack(
+            stub,
+            recorder=runtime.recorder if governed else None,
+            limits=runtime.limits,
+            cancellation=runtime.cancellation,
+            clock=runtime.clock,
+        )
         yield Rig(runtime, stub, me, ToolStack(source, runtime.config.default_timeout_ms, runtime.clock))

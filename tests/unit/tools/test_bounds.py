@@ -24,13 +24,18 @@ def _result(structured: dict[str, Any] | None, text: str) -> ToolResult:
 
 #: (name, result) — each is far over CAP.
 HUGE = [
-    ("rows as structured content and text", _result({"rows": _rows(2000), "row_count": 2000},
-                                                   json.dumps({"rows": _rows(2000)}))),
+    (
+        "rows as structured content and text",
+        _result({"rows": _rows(2000), "row_count": 2000}, json.dumps({"rows": _rows(2000)})),
+    ),
     ("one huge text block", _result(None, "x" * 5_000_000)),
     ("one huge value in one row", _result({"rows": [{"v": "y" * 3_000_000}]}, "")),
     ("non-ASCII text", _result(None, "漢字" * 200_000)),
-    ("escapes in text", _result(None, "\u0001\"\\" * 200_000)),
-    ("an image block", ToolResult(False, None, [{"type": "image", "mimeType": "image/png", "data": "A" * 2_000_000}], "")),
+    ("escapes in text", _result(None, '\u0001"\\' * 200_000)),
+    (
+        "an image block",
+        ToolResult(False, None, [{"type": "image", "mimeType": "image/png", "data": "A" * 2_000_000}], ""),
+    ),
 ]
 
 
@@ -98,15 +103,19 @@ def _deliverable(fmt: str, results: list[dict[str, Any]]) -> tuple[dict[str, Any
     def render(d: dict[str, Any], m: dict[str, Any]) -> str:
         if fmt == "json":
             return json.dumps({"metadata": m, **d}, indent=2)
-        return "\n".join(f"## {r['tool']}\n{r['text']}" for r in d["results"]) + ("\ntruncated\n" if "truncated" in m else "")
+        return "\n".join(f"## {r['tool']}\n{r['text']}" for r in d["results"]) + (
+            "\ntruncated\n" if "truncated" in m else ""
+        )
 
     return {"id": "dlv_1", "format": fmt, "content": render(data, metadata), "data": data, "metadata": metadata}, render
 
 
 @pytest.mark.parametrize("fmt", ["json", "markdown"])
 def test_a_deliverable_is_bounded_with_every_step_kept(fmt: str) -> None:
-    results = [{"tool": f"s/t{i}", "status": "success", "structuredContent": {"rows": _rows(3000)},
-                "text": "q" * 300_000} for i in range(3)]
+    results = [
+        {"tool": f"s/t{i}", "status": "success", "structuredContent": {"rows": _rows(3000)}, "text": "q" * 300_000}
+        for i in range(3)
+    ]
     row, render = _deliverable(fmt, results)
     full = len(row["content"].encode()) + json_size(row["data"]) + json_size(row["metadata"])
     cap = 64 * 1024
@@ -115,8 +124,10 @@ def test_a_deliverable_is_bounded_with_every_step_kept(fmt: str) -> None:
     assert size <= cap
     assert bounded["metadata"]["truncated"] == {"maxBytes": cap, "sizeBytes": full}
     assert [r["tool"] for r in bounded["data"]["results"]] == ["s/t0", "s/t1", "s/t2"]
-    assert all(r["structuredContent"]["rows"] == _rows(3000)[: len(r["structuredContent"]["rows"])]
-               for r in bounded["data"]["results"])
+    assert all(
+        r["structuredContent"]["rows"] == _rows(3000)[: len(r["structuredContent"]["rows"])]
+        for r in bounded["data"]["results"]
+    )
     if fmt == "json":
         assert json.loads(bounded["content"])["metadata"]["truncated"]["sizeBytes"] == full
 
@@ -127,8 +138,15 @@ def test_a_small_deliverable_is_left_alone() -> None:
 
 
 #: Values and caps: the quick check never says "within" for a value over the cap.
-QUICK = [("x" * 100, 100), ("\u0001" * 100, 600), ({"a": ["é" * 50] * 10}, 1200), (list(range(1000)), 10_000),
-         ({"k" * 40: None}, 250), (10**30, 100), (1.5e300, 40)]
+QUICK = [
+    ("x" * 100, 100),
+    ("\u0001" * 100, 600),
+    ({"a": ["é" * 50] * 10}, 1200),
+    (list(range(1000)), 10_000),
+    ({"k" * 40: None}, 250),
+    (10**30, 100),
+    (1.5e300, 40),
+]
 
 
 @pytest.mark.parametrize(("value", "cap"), QUICK)
@@ -147,13 +165,32 @@ def test_the_deliverable_of_an_interrupted_run_is_bounded() -> None:
     from toolagent.runs.deliverable import interrupted_deliverable
 
     now = datetime.now(UTC)
-    run = SimpleNamespace(id="run_1", organization_slug="demo", agent_slug="a", agent_version="1", execution_mode="sequential",
-                          stop_on_error=True, started_at=now)
+    run = SimpleNamespace(
+        id="run_1",
+        organization_slug="demo",
+        agent_slug="a",
+        agent_version="1",
+        execution_mode="sequential",
+        stop_on_error=True,
+        started_at=now,
+    )
     huge = {"isError": False, "structuredContent": {"rows": _rows(5000)}, "content": [], "text": "t" * 500_000}
-    steps = [SimpleNamespace(tool=f"s/t{i}", status="success", params={}, param_sources={}, result=huge, error=None,
-                             duration_ms=1.0, position=i) for i in range(3)]
-    row = interrupted_deliverable(run, steps, error="interrupted: gone", ended_at=now, duration_ms=5.0,
-                                  max_bytes=64 * 1024)
+    steps = [
+        SimpleNamespace(
+            tool=f"s/t{i}",
+            status="success",
+            params={},
+            param_sources={},
+            result=huge,
+            error=None,
+            duration_ms=1.0,
+            position=i,
+        )
+        for i in range(3)
+    ]
+    row = interrupted_deliverable(
+        run, steps, error="interrupted: gone", ended_at=now, duration_ms=5.0, max_bytes=64 * 1024
+    )
     assert len(row["content"].encode()) + json_size(row["data"]) + json_size(row["metadata"]) <= 64 * 1024
     assert row["metadata"]["truncated"]["maxBytes"] == 64 * 1024 and row["metadata"]["interrupted"] is True
     assert json.loads(row["content"])["metadata"]["truncated"] == row["metadata"]["truncated"]

@@ -21,8 +21,10 @@ def _server(name: str, tools: list[str]):  # noqa: ANN202 - an MCPServer
 
 
 async def test_two_servers_are_one_catalogue_with_category_and_risk_on_each_tool() -> None:
-    pool = in_memory_pool({"file": _server("file", ["read_file"]), "ops": _server("ops", ["restart"])},
-                          {"ops": {"risk": {"restart": "moderate"}, "category": "system"}})
+    pool = in_memory_pool(
+        {"file": _server("file", ["read_file"]), "ops": _server("ops", ["restart"])},
+        {"ops": {"risk": {"restart": "moderate"}, "category": "system"}},
+    )
     async with pool:
         catalogue = Catalogue(pool)
         assert await catalogue.refresh() == {}
@@ -33,6 +35,8 @@ async def test_two_servers_are_one_catalogue_with_category_and_risk_on_each_tool
         with pytest.raises(ServerUnavailable):
             await catalogue.resolve("nope/x")
     assert {n: (e.category, e.risk, e.risk_source) for n, e in entries.items()} == {
-        "file/read_file": ("file", "safe", "table"), "ops/restart": ("system", "moderate", "operator")}
+        "file/read_file": ("file", "safe", "table"),
+        "ops/restart": ("system", "moderate", "operator"),
+    }
     assert resolved == entries["ops/restart"]
     assert catalogue.listing(category="system").total_count == 1

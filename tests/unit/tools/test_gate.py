@@ -54,15 +54,18 @@ async def test_a_key_out_of_scope_is_denied(tmp_path: Path) -> None:
     assert outcome.status is CallStatus.DENIED and outcome.denial == "api_key_scope"
 
 
-async def test_a_refused_callers_arguments_and_sql_are_not_examined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_refused_callers_arguments_and_sql_are_not_examined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Nothing of a caller's input is parsed on its behalf before the gate admits it: a refused
     # call is denied (and recorded) without its arguments or SQL ever being checked.
     import toolagent.tools.schema as schema_layer
 
     checked: list[str] = []
     real = schema_layer.check_arguments
-    monkeypatch.setattr(schema_layer, "check_arguments",
-                        lambda spec, args: (checked.append(spec.name), real(spec, args))[1])
+    monkeypatch.setattr(
+        schema_layer, "check_arguments", lambda spec, args: (checked.append(spec.name), real(spec, args))[1]
+    )
     schema = {"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]}
     async with rig(tmp_path, level="view_only") as r:
         r.stub.add("db/query", lambda a: "rows", input_schema=schema, takes_sql=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
-
 import pytest
 
 from toolagent.errors import RateLimited
@@ -30,7 +29,10 @@ async def test_calls_past_the_rate_limit_are_refused_and_recorded(tmp_path: Path
     assert isinstance(third.exception, RateLimited) and third.denial == "rate_limited"
     assert len(r.stub.calls) == 2
     assert sorted((e.status, e.denial) for e in page.executions) == [
-        ("failed", "rate_limited"), ("success", None), ("success", None)]
+        ("failed", "rate_limited"),
+        ("success", None),
+        ("success", None),
+    ]
 
 
 async def test_a_call_the_budget_refuses_takes_nothing_from_the_rate_limit(tmp_path: Path) -> None:

@@ -43,7 +43,8 @@ async def test_each_outcome_is_stored_with_its_audit_rows(tmp_path: Path) -> Non
     assert broken.status is CallStatus.FAILED and isinstance(broken.exception, UpstreamError)
     assert broken.error == "connection lost during the call"
     assert [(a.event, a.execution_id) for a in audit] == [
-        (event, o.execution_id) for o in (ok, reported, broken) for event in ("decision", "outcome")]
+        (event, o.execution_id) for o in (ok, reported, broken) for event in ("decision", "outcome")
+    ]
     assert verified.ok
 
 
@@ -72,16 +73,23 @@ async def test_outcomes_stored_in_one_batch_leave_a_row_closed_meanwhile_as_it_w
                 release.set()
             # Another process took the second call for dead and closed its row meanwhile.
             second = next(e for e in admitted if e.arguments == {"n": 1})
-            assert await r.runtime.executions.finish(dataclasses.replace(
-                second, status="failed", reason="interrupted", error="interrupted", ended_at=datetime.now(UTC)))
+            assert await r.runtime.executions.finish(
+                dataclasses.replace(
+                    second, status="failed", reason="interrupted", error="interrupted", ended_at=datetime.now(UTC)
+                )
+            )
             before = r.runtime.recorder.writes.stats
             stored = [await outcomes[n].settle() for n in range(3)]  # the first settle commits all three
         after = r.runtime.recorder.writes.stats
         audit = [row async for row in r.runtime.audit.iter_records()]  # type: ignore[union-attr]
         verified = await r.runtime.audit.verify()  # type: ignore[union-attr]
         async with r.runtime.db.begin() as conn:
-            totals = {(t.status, t.calls) for t in await conn.execute(
-                sa.select(et.execution_totals).where(et.execution_totals.c.tool == "file/read"))}
+            totals = {
+                (t.status, t.calls)
+                for t in await conn.execute(
+                    sa.select(et.execution_totals).where(et.execution_totals.c.tool == "file/read")
+                )
+            }
     assert (after.batches - before.batches, after.writes - before.writes) == (1, 3)  # one transaction
     assert [s.status for s in stored] == ["success", "failed", "success"]
     assert stored[1].id == second.id and stored[1].reason == "interrupted"

@@ -9,9 +9,9 @@ import pytest
 
 from toolagent.errors import ServerUnavailable, ToolFailed, UpstreamError
 from toolagent.status import CallStatus
+from toolagent.testing import StubToolSource
 from toolagent.tools.base import CallContext, ToolCall
 from toolagent.tools.retry import RetryingSource
-from toolagent.testing import StubToolSource
 
 from ._stack import rig
 
@@ -32,21 +32,25 @@ async def _call(stub: StubToolSource, name: str, me: Any) -> Any:
     return await RetryingSource(stub, first_wait_s=0, max_wait_s=0).call_tool(call, CallContext(me))
 
 
-@pytest.mark.parametrize(("risk", "errors", "calls", "raised"), [
-    # A read-only tool is sent again after a transport error.
-    ("safe", [UpstreamError("reset"), UpstreamError("reset")], 3, None),
-    # A write whose request may have reached the server is never repeated.
-    ("dangerous", [UpstreamError("reset")], 1, UpstreamError),
-    ("moderate", [UpstreamError("reset")], 1, UpstreamError),
-    # Nothing was sent when the server could not be reached: any tool may be retried.
-    ("dangerous", [ServerUnavailable("db", "not started")], 2, None),
-    # An error that is not retryable is not retried, even for a read.
-    ("safe", [ToolFailed("file/read", "bad path")], 1, ToolFailed),
-    # Three attempts in all, then the last error.
-    ("safe", [UpstreamError("a"), UpstreamError("b"), UpstreamError("c")], 3, UpstreamError),
-])
+@pytest.mark.parametrize(
+    ("risk", "errors", "calls", "raised"),
+    [
+        # A read-only tool is sent again after a transport error.
+        ("safe", [UpstreamError("reset"), UpstreamError("reset")], 3, None),
+        # A write whose request may have reached the server is never repeated.
+        ("dangerous", [UpstreamError("reset")], 1, UpstreamError),
+        ("moderate", [UpstreamError("reset")], 1, UpstreamError),
+        # Nothing was sent when the server could not be reached: any tool may be retried.
+        ("dangerous", [ServerUnavailable("db", "not started")], 2, None),
+        # An error that is not retryable is not retried, even for a read.
+        ("safe", [ToolFailed("file/read", "bad path")], 1, ToolFailed),
+        # Three attempts in all, then the last error.
+        ("safe", [UpstreamError("a"), UpstreamError("b"), UpstreamError("c")], 3, UpstreamError),
+    ],
+)
 async def test_retries_follow_the_retryable_flag_and_the_tools_risk(
-        tmp_path: Path, risk: str, errors: list[Exception], calls: int, raised: type[Exception] | None) -> None:
+    tmp_path: Path, risk: str, errors: list[Exception], calls: int, raised: type[Exception] | None
+) -> None:
     async with rig(tmp_path) as r:
         r.stub.add("file/op", flaky(list(errors)), risk=risk)
         if raised is None:
@@ -60,7 +64,8 @@ async def test_retries_follow_the_retryable_flag_and_the_tools_risk(
 
 async def test_a_trusted_read_only_annotation_makes_an_unrated_tool_retryable(tmp_path: Path) -> None:
     async with rig(tmp_path) as r:
-        r.stub.add("x/look", flaky([UpstreamError("reset")]), risk=None, trusted=True,
-                   annotations={"read_only_hint": True})
+        r.stub.add(
+            "x/look", flaky([UpstreamError("reset")]), risk=None, trusted=True, annotations={"read_only_hint": True}
+        )
         outcome = await _call(r.stub, "x/look", r.me)
     assert outcome.status is CallStatus.OK and len(r.stub.calls) == 2

@@ -48,8 +48,15 @@ def _server(calls: list[str]):  # noqa: ANN202 - an MCPServer
 
 async def test_every_layer_over_an_in_memory_server(tmp_path: Path) -> None:
     calls: list[str] = []
-    pool = in_memory_pool({"crm": _server(calls)}, {"crm": {
-        "risk": {"find": "safe", "delete": "dangerous", "slow": "safe", "query": "safe"}, "sql_tools": ["query"]}})
+    pool = in_memory_pool(
+        {"crm": _server(calls)},
+        {
+            "crm": {
+                "risk": {"find": "safe", "delete": "dangerous", "slow": "safe", "query": "safe"},
+                "sql_tools": ["query"],
+            }
+        },
+    )
     async with temp_store(tmp_path) as store, test_runtime(store, pool, level="execute_basic") as (rt, me):
         assert await rt.catalogue.refresh() == {}
         listing = await rt.list_tools(me)
@@ -68,7 +75,11 @@ async def test_every_layer_over_an_in_memory_server(tmp_path: Path) -> None:
 
     # Names: the catalogue prefixes each tool with its server; risk comes from the server config.
     assert {e.name: e.risk for e in listing.tools} == {
-        "crm/delete": "dangerous", "crm/find": "safe", "crm/query": "safe", "crm/slow": "safe"}
+        "crm/delete": "dangerous",
+        "crm/find": "safe",
+        "crm/query": "safe",
+        "crm/slow": "safe",
+    }
     assert found.status is CallStatus.OK and found.result is not None and found.result.structured == {"found": "ada"}
     assert denied.status is CallStatus.DENIED and isinstance(denied.exception, ExecutionDenied)
     assert bad.status is CallStatus.FAILED and isinstance(bad.exception, ArgumentsInvalid)

@@ -44,6 +44,7 @@ async def test_cancel_by_id_ends_the_call_as_cancelled_and_records_it(tmp_path: 
         outcomes = []
         ids: list[str] = []
         async with anyio.create_task_group() as tg:
+
             async def go() -> None:
                 outcomes.append(await r.call("web/get", on_admitted=lambda e: ids.append(e.id)))
 

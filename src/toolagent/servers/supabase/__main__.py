@@ -72,16 +72,20 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="serve MCP (the default)")
     for p in (parser, serve):
-        p.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="stdio (default) or streamable HTTP")
+        p.add_argument(
+            "--transport", choices=["stdio", "http"], default="stdio", help="stdio (default) or streamable HTTP"
+        )
         p.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
         p.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help=f"HTTP port (default {DEFAULT_HTTP_PORT})")
     load = sub.add_parser("load-demo", help="create the demo tables and rows in a PostgreSQL database")
     load.add_argument("--db-url", default=None, help="PostgreSQL URL (default: SUPABASE_DB_URL)")
     load.add_argument("--replace", action="store_true", help="drop existing demo tables first")
-    load.add_argument("--reader-role", default="toolagent_reader",
-                      help="read-only role to create for the server (default toolagent_reader; '' to skip)")
-    load.add_argument("--reader-password", default=None,
-                      help="its password (default: SUPABASE_READER_PASSWORD)")
+    load.add_argument(
+        "--reader-role",
+        default="toolagent_reader",
+        help="read-only role to create for the server (default toolagent_reader; '' to skip)",
+    )
+    load.add_argument("--reader-password", default=None, help="its password (default: SUPABASE_READER_PASSWORD)")
     return parser
 
 
@@ -108,8 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 secret = SupabaseSettings.from_env().reader_password
                 args.reader_password = secret.get_secret_value() if secret is not None else None
-            counts = load_demo_data(args.db_url, replace=args.replace, reader_role=args.reader_role or None,
-                                    reader_password=args.reader_password)
+            counts = load_demo_data(
+                args.db_url,
+                replace=args.replace,
+                reader_role=args.reader_role or None,
+                reader_password=args.reader_password,
+            )
             print(", ".join(f"{table}: {n} rows" for table, n in counts.items()))
             if args.reader_role:
                 print(f"read-only role {args.reader_role}: point SUPABASE_DB_URL at it")

@@ -22,7 +22,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .models import AnalysisResult, AnalysisStats, ColumnStats, Outlier, ValueCount
@@ -57,7 +57,7 @@ def _parse_date(text: str) -> datetime | None:
         parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _as_number(value: Any) -> float | None:
@@ -81,9 +81,11 @@ def normalize_rows(rows: Sequence[Any], columns: Sequence[str] | None) -> tuple[
                 names.extend(k for k in row if k not in names)
         if not names and rows:
             width = max((len(r) if isinstance(r, (list, tuple)) else 1) for r in rows)
-            names = ["value"] if all(not isinstance(r, (list, tuple)) for r in rows) else [
-                f"column_{i + 1}" for i in range(width)
-            ]
+            names = (
+                ["value"]
+                if all(not isinstance(r, (list, tuple)) for r in rows)
+                else [f"column_{i + 1}" for i in range(width)]
+            )
     table: list[list[Any]] = []
     for row in rows:
         if isinstance(row, dict):
@@ -144,13 +146,17 @@ def _column_stats(name: str, column: list[Any]) -> ColumnStats:
     if all(isinstance(v, bool) for v in present):
         counts = Counter("true" if v else "false" for v in present)
         top = [ValueCount(value=k, count=c) for k, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
-        return ColumnStats(name=name, kind="boolean", count=len(present), nulls=nulls, distinct=len(counts), top_values=top)
+        return ColumnStats(
+            name=name, kind="boolean", count=len(present), nulls=nulls, distinct=len(counts), top_values=top
+        )
     numbers = [_as_number(v) for v in present]
     if all(n is not None for n in numbers):
         values = [float(n) for n in numbers if n is not None]
         stats = _numeric_stats(name, values, len(column))
         if not _is_id(name) and stats.mean is not None and stats.stddev is not None:
-            stats.outliers = _outliers(column, statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0)
+            stats.outliers = _outliers(
+                column, statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
+            )
         return stats
     if all(isinstance(v, str) for v in present):
         dates = [_parse_date(v) for v in present]
@@ -163,7 +169,9 @@ def _column_stats(name: str, column: list[Any]) -> ColumnStats:
             )  # fmt: skip
     texts = [v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str) for v in present]
     counts = Counter(texts)
-    top = [ValueCount(value=k, count=c) for k, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:_TOP_VALUES]]
+    top = [
+        ValueCount(value=k, count=c) for k, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:_TOP_VALUES]
+    ]
     return ColumnStats(name=name, kind="text", count=len(present), nulls=nulls, distinct=len(counts), top_values=top)
 
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import base64
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from datetime import date, datetime, time as dtime, timedelta
+from datetime import date, datetime, timedelta
+from datetime import time as dtime
 from decimal import Decimal
 from typing import Any, ClassVar
 from uuid import UUID
@@ -136,5 +137,11 @@ class Backend(ABC):
 
 
 __all__ = [
-    "MAX_CATEGORY_VALUES", "Backend", "dedupe_columns", "is_text_type", "json_value", "normalize_type", "quote_name",
+    "MAX_CATEGORY_VALUES",
+    "Backend",
+    "dedupe_columns",
+    "is_text_type",
+    "json_value",
+    "normalize_type",
+    "quote_name",
 ]

@@ -109,7 +109,12 @@ class ColumnPhrases:
             return None
         m = best[1]
         # A timestamp column may be followed by "date" or "time" (`start date`).
-        if m.ref.column.kind == "temporal" and m.end < len(toks) and not toks[m.end].used and toks[m.end].stem in ("dat", "time"):
+        if (
+            m.ref.column.kind == "temporal"
+            and m.end < len(toks)
+            and not toks[m.end].used
+            and toks[m.end].stem in ("dat", "time")
+        ):
             m = Match(m.ref, m.start, m.end + 1, m.entity)
         return m
 
@@ -187,9 +192,15 @@ class ColumnPhrases:
     def categories(self) -> list[tuple[Ref, tuple[str, ...]]]:
         """Columns with known values: the primary table's, then referenced tables'."""
         values = self.catalog.values
-        out = [(Ref(c), values[(self.table.name, c.name)]) for c in self.table.columns if (self.table.name, c.name) in values]
+        out = [
+            (Ref(c), values[(self.table.name, c.name)])
+            for c in self.table.columns
+            if (self.table.name, c.name) in values
+        ]
         for fk, other in self.neighbours:
-            out += [(Ref(c, via=fk), values[(other.name, c.name)]) for c in other.columns if (other.name, c.name) in values]
+            out += [
+                (Ref(c, via=fk), values[(other.name, c.name)]) for c in other.columns if (other.name, c.name) in values
+            ]
         return out
 
     def value_at(self, i: int) -> tuple[int, Ref, str] | None:
@@ -202,8 +213,10 @@ class ColumnPhrases:
             self._value_phrases = phrases
         for words, ref, value in self._value_phrases:
             window = toks[i : i + len(words)]
-            if 0 < len(words) <= 4 and len(window) == len(words) and all(
-                not t.used and t.stem == w for t, w in zip(window, words)
+            if (
+                0 < len(words) <= 4
+                and len(window) == len(words)
+                and all(not t.used and t.stem == w for t, w in zip(window, words))
             ):
                 return i + len(words), ref, value
         return None

@@ -176,6 +176,7 @@ def load_demo_data(
         conn.execute(f"ANALYZE {', '.join(TABLES)}")
     return counts
 
+
 #: Predefined roles that read or write server files, run programs, signal other sessions or
 #: read everything; the reader is never a member of them.
 _DANGEROUS_ROLES = (
@@ -203,7 +204,12 @@ def create_reader_role(conn: Any, role: str, password: str | None, *, tables: Se
     attrs = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT"
     password_sql = sql.SQL("PASSWORD {}").format(sql.Literal(password)) if password else sql.SQL("PASSWORD NULL")
     conn.execute(sql.SQL("ALTER ROLE {} WITH " + attrs + " {}").format(ident, password_sql))
-    present = {r[0] for r in conn.execute("SELECT rolname FROM pg_catalog.pg_roles WHERE rolname = ANY(%s)", [list(_DANGEROUS_ROLES)])}
+    present = {
+        r[0]
+        for r in conn.execute(
+            "SELECT rolname FROM pg_catalog.pg_roles WHERE rolname = ANY(%s)", [list(_DANGEROUS_ROLES)]
+        )
+    }
     for granted in sorted(present):
         conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(granted), ident))
     # Function creation needs CREATE on a schema (public) or TEMPORARY on the database (pg_temp).

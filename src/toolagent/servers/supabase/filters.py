@@ -109,7 +109,9 @@ class FilterPhrases(ColumnPhrases):
                 elif not toks[k].used:
                     for c in self.table.columns:
                         other = self.entity_of(c) if c.references else None
-                        if c.references is not None and (c.core == (toks[k].stem,) or (other and other.head == toks[k].stem)):
+                        if c.references is not None and (
+                            c.core == (toks[k].stem,) or (other and other.head == toks[k].stem)
+                        ):
                             ref = Ref(c)
                 if ref is not None:
                     self.plan.filters.append(f"{self.sql_of(ref)} = {number_text(tok.value)}")

@@ -27,12 +27,12 @@ import re
 from dataclasses import dataclass
 
 from .catalog import Catalog
-from .phrases import scan
-from .table_choice import choose_table
-from .question import NotUnderstood, Question, quote_ident
 from .columns import QUALIFIER
+from .phrases import scan
 from .plan import Order, Plan, PlannedAggregate
+from .question import NotUnderstood, Question, quote_ident
 from .resolver import Resolver
+from .table_choice import choose_table
 
 __all__ = ["Generated", "NotUnderstood", "generate_sql"]
 
@@ -76,13 +76,17 @@ def _order_sql(item: Order, aggregates: list[tuple[str, str, str]], resolver: Re
     if item.kind == "count":
         alias = next((a for s, a, _ in aggregates if s == "COUNT(*)"), None)
         if alias is None:
-            raise NotUnderstood("ordering by a count needs something to group by (e.g. 'top 5 agents by conversations')")
+            raise NotUnderstood(
+                "ordering by a count needs something to group by (e.g. 'top 5 agents by conversations')"
+            )
         sql = quote_ident(alias)
     elif item.kind == "agg":
         sql = quote_ident(aggregates[item.agg][1])
     else:
         sql = item.sql
-    return f"{sql} {'DESC' if item.descending else 'ASC'}" + (" NULLS LAST" if item.nulls_last and item.descending else "")
+    return f"{sql} {'DESC' if item.descending else 'ASC'}" + (
+        " NULLS LAST" if item.nulls_last and item.descending else ""
+    )
 
 
 def _render(sql: str, joined: bool) -> str:
@@ -124,7 +128,9 @@ def build_sql(resolver: Resolver, plan: Plan, max_rows: int) -> Generated:
             order += [f"{k} ASC" for k in keys if not any(o.startswith(f"{k} ") for o in order)]
     else:
         if plan.select:
-            select = [resolver.sql_of(r) + (f" AS {quote_ident(a)}" if r.via is not None else "") for r, a in plan.select]
+            select = [
+                resolver.sql_of(r) + (f" AS {quote_ident(a)}" if r.via is not None else "") for r, a in plan.select
+            ]
         else:
             select = [f"{QUALIFIER}{quote_ident(table.name)}{QUALIFIER}*"]
         select += [f"{resolver.sql_of(r)} AS {quote_ident(a)}" for r, a in plan.extra]
@@ -135,7 +141,9 @@ def build_sql(resolver: Resolver, plan: Plan, max_rows: int) -> Generated:
         if not plan.order and table.main_date is not None:
             descending = True if plan.descending is None else plan.descending
             main = table.main_date
-            plan.order.append(Order("col", descending, resolver.sql_of_column(main), nulls_last=main.nullable, note=main.name))
+            plan.order.append(
+                Order("col", descending, resolver.sql_of_column(main), nulls_last=main.nullable, note=main.name)
+            )
             order = [_order_sql(plan.order[0], aggregates, resolver)]
         first_desc = plan.order[0].descending if plan.order else False
         # The primary key last, so equal sort values still come back in one order.

@@ -102,7 +102,4 @@ def wrap_postgres(body: str, width: int, max_value_bytes: int) -> str:
     names = [f"c{i}" for i in range(1, width + 1)]
     values = [f"CASE WHEN pg_catalog.pg_column_size(_q.{n}) > {cap} THEN NULL ELSE _q.{n} END" for n in names]
     count = " + ".join(f"(COALESCE(pg_catalog.pg_column_size(_q.{n}), 0) > {cap})::int" for n in names)
-    return (
-        f"SELECT {', '.join(values)}, {count} AS {OVERSIZED_COLUMN}\n"
-        f"FROM (\n{body}\n) AS _q({', '.join(names)})"
-    )
+    return f"SELECT {', '.join(values)}, {count} AS {OVERSIZED_COLUMN}\nFROM (\n{body}\n) AS _q({', '.join(names)})"

@@ -296,5 +296,13 @@ def scan(q: Question, catalog: Catalog) -> Phrases:
 
 
 __all__ = [
-    "BUCKETS", "SUPERLATIVE_ASC", "SUPERLATIVE_DESC", "TIME_NOUNS", "Aggregate", "Comparison", "DateRange", "Phrases", "scan",
+    "BUCKETS",
+    "SUPERLATIVE_ASC",
+    "SUPERLATIVE_DESC",
+    "TIME_NOUNS",
+    "Aggregate",
+    "Comparison",
+    "DateRange",
+    "Phrases",
+    "scan",
 ]

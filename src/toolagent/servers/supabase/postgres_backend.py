@@ -98,7 +98,13 @@ class PostgresBackend(Backend):
                     if count < EXACT_COUNT_BELOW:  # -1 before the first ANALYZE
                         count = int(conn.execute(f"SELECT count(*) FROM {quote_name(name)}").fetchone()[0])
                     out.append(
-                        TableInfo(name=name, columns=columns[oid], primary_key=pks[oid], foreign_keys=fks[oid], row_count=count)
+                        TableInfo(
+                            name=name,
+                            columns=columns[oid],
+                            primary_key=pks[oid],
+                            foreign_keys=fks[oid],
+                            row_count=count,
+                        )
                     )
                 return out
             except psycopg.Error as exc:

@@ -50,6 +50,7 @@ def number_text(text: str) -> str:
     """A number as SQL text: `50.0` -> `50`."""
     return str(int(float(text))) if float(text).is_integer() else str(float(text))
 
+
 _TOKEN = re.compile(
     r"""
     (?P<quoted>'(?:[^']|'')*'|"[^"]*")

@@ -67,7 +67,11 @@ class Resolver(FilterPhrases):
                 self._add_aggregate(PlannedAggregate("count"), agg.start)
                 continue
             measure = self.single_measure()
-            if agg.func != "count" and measure is not None and self.value_at(self.words_at(agg.pos)[0] if self.words_at(agg.pos) else agg.pos):
+            if (
+                agg.func != "count"
+                and measure is not None
+                and self.value_at(self.words_at(agg.pos)[0] if self.words_at(agg.pos) else agg.pos)
+            ):
                 # "average nps": a value naming what is measured; the value becomes a filter later.
                 self._add_aggregate(PlannedAggregate(agg.func, Ref(measure)), agg.start)
                 continue
@@ -191,7 +195,9 @@ class Resolver(FilterPhrases):
         hint = self.found.time_hint
         if hint is None or self.time_hint_used:
             return
-        for ref in [Ref(c) for c in self.table.columns] + [Ref(c, via=fk) for fk, o in self.neighbours for c in o.columns]:
+        for ref in [Ref(c) for c in self.table.columns] + [
+            Ref(c, via=fk) for fk, o in self.neighbours for c in o.columns
+        ]:
             if ref.column.kind == "temporal" and hint in ref.column.core:
                 if ref.column.nullable:
                     self.plan.filters.append(f"{self.sql_of(ref)} IS NOT NULL")
@@ -202,23 +208,31 @@ class Resolver(FilterPhrases):
         if self.plan.having and not self.plan.groups:
             subject = self._unused_group_column()
             if subject is None:
-                raise NotUnderstood("a condition on a number of rows needs something to group by (e.g. 'agents with more than 100 conversations')")
+                raise NotUnderstood(
+                    "a condition on a number of rows needs something to group by (e.g. 'agents with more than 100 conversations')"
+                )
             self._add_group(subject)
 
     def _group_by_time(self, unit: str) -> None:
         hints = [r.hint for r in self.found.date_ranges if r.hint]
         ref = self.date_column(hints[0] if hints else None)
-        self.plan.groups.append(Group(f"date_trunc('{unit}', {self.sql_of(ref)})", unit, f"{unit} of {ref.column.name}", True))
+        self.plan.groups.append(
+            Group(f"date_trunc('{unit}', {self.sql_of(ref)})", unit, f"{unit} of {ref.column.name}", True)
+        )
 
     def _temporal(self, ref: Ref, keyword: str) -> None:
         """`by date`: with an aggregate, one group per day; otherwise newest first."""
         if self.plan.aggregates and (keyword != "by" or (not self.found.by_date and self.found.limit is None)):
-            self.plan.groups.append(Group(f"date_trunc('day', {self.sql_of(ref)})", "day", f"day of {ref.column.name}", True))
+            self.plan.groups.append(
+                Group(f"date_trunc('day', {self.sql_of(ref)})", "day", f"day of {ref.column.name}", True)
+            )
             return
         self._order_by(ref, True if self.found.descending is None else self.found.descending)
 
     def _order_by(self, ref: Ref, descending: bool) -> None:
-        self.plan.order.append(Order("col", descending, self.sql_of(ref), nulls_last=ref.column.nullable, note=ref.column.name))
+        self.plan.order.append(
+            Order("col", descending, self.sql_of(ref), nulls_last=ref.column.nullable, note=ref.column.name)
+        )
 
     def _with_columns(self) -> None:
         """`with user email`: a column of a referenced table added to the rows (joined)."""
@@ -252,7 +266,9 @@ class Resolver(FilterPhrases):
         self.q.use(m.start, m.end)
         if m.entity is None and m.ref.column.kind == "numeric" and self.plan.groups and not m.ref.column.is_key:
             index = self._add_aggregate(PlannedAggregate("sum", m.ref))
-            self.plan.order.append(Order("agg", True if self.found.descending is None else self.found.descending, agg=index))
+            self.plan.order.append(
+                Order("agg", True if self.found.descending is None else self.found.descending, agg=index)
+            )
             return
         default = m.ref.column.kind in ("numeric", "temporal")
         self._order_by(m.ref, self.found.descending if self.found.descending is not None else default)

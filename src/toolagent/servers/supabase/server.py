@@ -103,10 +103,12 @@ class SupabaseService:
                 if self.settings.backend == "postgres":
                     from .postgres_backend import PostgresBackend
 
-                    self._backend = PostgresBackend(self.settings.require_db_url(), timeout, self.settings.max_result_bytes)
+                    self._backend = PostgresBackend(
+                        self.settings.require_db_url(), timeout, self.settings.max_result_bytes
+                    )
                 else:
-                    from .sqlite_backend import SqliteBackend
                     from .demo_data import ensure_sqlite_demo
+                    from .sqlite_backend import SqliteBackend
 
                     path = self.settings.resolved_demo_db_path()
                     await anyio.to_thread.run_sync(ensure_sqlite_demo, path)
@@ -208,7 +210,9 @@ class SupabaseService:
         from .analysis import analyze
 
         with _tool_errors():
-            result = await anyio.to_thread.run_sync(lambda: analyze(rows, columns, analysis_prompt, truncated=truncated))
+            result = await anyio.to_thread.run_sync(
+                lambda: analyze(rows, columns, analysis_prompt, truncated=truncated)
+            )
             if self.settings.llm_enabled:
                 from . import llm
 

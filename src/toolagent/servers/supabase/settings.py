@@ -52,8 +52,9 @@ _LLM_VARS = tuple(ENV_PREFIX + f.upper() for f in _LLM_FIELDS)
 class SupabaseSettings(EnvSettings):
     """Configuration of the Supabase MCP server, from `SUPABASE_*` environment variables."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", frozen=True,
-                                      populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", frozen=True, populate_by_name=True
+    )
 
     backend: Literal["embedded", "postgres"] = "embedded"
     """`embedded`: a SQLite demo database built from `seeds/demo_db`; `postgres`: `db_url`."""
@@ -105,8 +106,10 @@ class SupabaseSettings(EnvSettings):
     @classmethod
     def env_names(cls) -> dict[str, str]:
         """Each environment variable and the field it sets."""
-        return {(f.validation_alias if isinstance(f.validation_alias, str) else ENV_PREFIX + name.upper()): name
-                for name, f in cls.model_fields.items()}
+        return {
+            (f.validation_alias if isinstance(f.validation_alias, str) else ENV_PREFIX + name.upper()): name
+            for name, f in cls.model_fields.items()
+        }
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SupabaseSettings:

@@ -62,7 +62,8 @@ class SqliteBackend(Backend):
             names = [
                 r[0]
                 for r in self._run(
-                    conn, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                    conn,
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
                 )
             ]
             out: list[TableInfo] = []

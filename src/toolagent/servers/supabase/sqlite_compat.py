@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlglot
@@ -69,7 +69,9 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
         if isinstance(left, exp.Interval) and sign == 1:
             return _datetime_call(right, _interval_modifiers(left, 1))
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
-        return exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string(_unit_name(node.args.get("unit"))), node.this])
+        return exp.Anonymous(
+            this="date_trunc", expressions=[exp.Literal.string(_unit_name(node.args.get("unit"))), node.this]
+        )
     if isinstance(node, exp.Extract):
         unit = _unit_name(node.this)
         target = node.expression
@@ -77,7 +79,9 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
             # EXTRACT(EPOCH FROM a - b): the seconds between two timestamps.
             return exp.Sub(
                 this=exp.Anonymous(this="date_part", expressions=[exp.Literal.string("epoch"), target.this]),
-                expression=exp.Anonymous(this="date_part", expressions=[exp.Literal.string("epoch"), target.expression]),
+                expression=exp.Anonymous(
+                    this="date_part", expressions=[exp.Literal.string("epoch"), target.expression]
+                ),
             )
         return exp.Anonymous(this="date_part", expressions=[exp.Literal.string(unit), target])
     if isinstance(node, exp.Cast) and node.to.this in _TIMESTAMP_TYPES:
@@ -112,13 +116,13 @@ def parse_timestamp(value: Any) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, tz=timezone.utc).replace(tzinfo=None)
+        return datetime.fromtimestamp(value, tz=UTC).replace(tzinfo=None)
     try:
         parsed = datetime.fromisoformat(str(value).strip())
     except ValueError:
         return None
     if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
     return parsed
 
 

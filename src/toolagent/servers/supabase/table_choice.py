@@ -69,9 +69,10 @@ def outside_mentions(q: Question, catalog: Catalog, outside: Catalog | None) -> 
     words = {tok.stem for tok in q.tokens if not tok.used}
     for table in outside.tables.values():
         if table.name not in catalog.tables and any(
-            not c.is_key and c.core and all(w in words for w in c.core) and not any(
-                c.core == own.core for t in catalog.tables.values() for own in t.columns
-            )
+            not c.is_key
+            and c.core
+            and all(w in words for w in c.core)
+            and not any(c.core == own.core for t in catalog.tables.values() for own in t.columns)
             for c in table.columns
         ):
             names.append(table.name)
@@ -102,7 +103,9 @@ def _score(q: Question, catalog: Catalog, table: Table, skip: set[int], value_sp
 
 def _has_phrase(q: Question, words: tuple[str, ...]) -> bool:
     toks = q.tokens
-    return any(all(t.stem == w for t, w in zip(toks[i : i + len(words)], words)) for i in range(len(toks) - len(words) + 1))
+    return any(
+        all(t.stem == w for t, w in zip(toks[i : i + len(words)], words)) for i in range(len(toks) - len(words) + 1)
+    )
 
 
 def _fact_table(catalog: Catalog, table: Table, found: Phrases) -> Table | None:

@@ -9,7 +9,8 @@ connection = context.config.attributes.get("connection")
 if connection is None:
     raise RuntimeError(
         "toolagent migrations run through the store: open it with `toolagent` (any command) or "
-        "`await Database(url).migrate()`; the alembic command line is not wired to a URL")
+        "`await Database(url).migrate()`; the alembic command line is not wired to a URL"
+    )
 
 context.configure(connection=connection, target_metadata=None)
 with context.begin_transaction():

@@ -51,7 +51,15 @@ STATUS_WEIGHTS = [74, 13, 13]
 METRICS = [
     ("monthly_active_users", "Distinct users active in the month", "users", "engagement", 420, 0.04, 0.06),
     ("conversations_started", "Agent conversations started in the month", "count", "engagement", 900, 0.05, 0.08),
-    ("conversation_success_rate", "Share of conversations completed successfully", "percent", "quality", 78, 0.004, 0.03),
+    (
+        "conversation_success_rate",
+        "Share of conversations completed successfully",
+        "percent",
+        "quality",
+        78,
+        0.004,
+        0.03,
+    ),
     ("avg_response_time_ms", "Mean agent response latency", "ms", "performance", 1450, -0.015, 0.07),
     ("tickets_resolved", "Support tickets resolved by agents", "count", "quality", 310, 0.03, 0.1),
     ("revenue", "Recognized revenue", "usd", "finance", 52000, 0.035, 0.05),
@@ -176,7 +184,9 @@ def _write(name: str, rows: list[dict[str, object]]) -> None:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: _ts(v) if isinstance(v, datetime) else ("" if v is None else v) for k, v in row.items()})
+            writer.writerow(
+                {k: _ts(v) if isinstance(v, datetime) else ("" if v is None else v) for k, v in row.items()}
+            )
 
 
 def main() -> None:
