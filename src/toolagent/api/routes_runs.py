@@ -23,12 +23,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..agents import load_record
 from ..errors import DefinitionInvalid, NotFound, PermissionDenied, ToolAgentError, UsageError
+from ..model.bounds import bound_each_result
+from ..model.owner import Owner, gone
+from ..model.status import RunStatus, StepStatus
 from ..runs import new_run_id, plan_build
-from ..status import RunStatus, StepStatus
-from ..store.owner import Owner, gone
 from ..store.runs import RunRow, StepRow
 from ..tools.base import CallContext
-from ..tools.bounds import bound_each_result
 from ..workers.app import submitting
 from ..workers.submit import follow_run, submit_run
 from . import schemas

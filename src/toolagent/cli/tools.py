@@ -22,17 +22,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..engine import ExecutionDenied, Principal, ToolEntry
-from ..engine.permissions import CATEGORIES, DENIAL_DISABLED, DENIAL_LEVEL, levels_for, parse_category
+from ..engine.permissions import parse_category
 from ..errors import ArgumentsInvalid, BudgetExceeded, NotFound, RateLimited, UsageError
 from ..mcp.config import ServersConfig
+from ..model.execution import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
+from ..model.permissions import CATEGORIES, DENIAL_DISABLED, DENIAL_LEVEL, levels_for
+from ..model.spec import ToolResult
+from ..model.status import CallStatus, ExecutionStatus
 from ..policy import Decision
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
-from ..status import CallStatus, ExecutionStatus
 from ..store import Store
-from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
 from ..tools.base import CallContext, CallOutcome
-from ..tools.spec import ToolResult
 from ..tools.under_agent import under_agent
 from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
 

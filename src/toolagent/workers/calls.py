@@ -22,11 +22,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..engine.executions import new_execution_id, resolve_timeout_ms
-from ..engine.registry import ToolEntry
 from ..errors import ToolAgentError
-from ..status import CallStatus, ExecutionStatus
+from ..model.entry import ToolEntry
+from ..model.execution import Execution
+from ..model.status import CallStatus, ExecutionStatus
 from ..store.db import Connection, utcnow
-from ..store.execution_record import Execution
 from ..store.executions import ExecutionStore
 from ..store.queued_calls import QueuedCallStore
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
