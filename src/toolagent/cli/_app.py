@@ -10,7 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 import typer.main
@@ -283,7 +283,7 @@ def run(fn: Callable[[], Awaitable[T]]) -> T:
         fail("interrupted", 130)
 
 
-def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     """Print an error line (or JSON with --json) and exit."""
     if state.json:
         print(json.dumps({"error": message, "exit_code": code}), file=sys.stderr)
