@@ -28,15 +28,16 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client import Histogram as PromHistogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from ..status import CallStatus, ExecutionStatus
@@ -231,10 +232,10 @@ class HttpMetrics:
             yield replace_samples(metric, [s for s in metric.samples if not s.name.endswith("_created")])
 
 
-def replace_samples(metric: Metric, samples: list[object]) -> Metric:
+def replace_samples(metric: Metric, samples: list[Sample]) -> Metric:
     """A copy of `metric` holding `samples` instead of its own."""
     copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
-    copy.samples = samples  # type: ignore[assignment]
+    copy.samples = samples
     return copy
 
 
@@ -264,8 +265,8 @@ class SnapshotCollector(Collector):
             denied[(d.tool, d.reason)] += d.count
         users: dict[tuple[str, ...], float] = defaultdict(float)
         for u in snap.users:
-            for status in (*EXECUTION_STATUSES, CallStatus.DENIED):
-                users[(u.user, status)] += getattr(u, status)
+            for ended in (*EXECUTION_STATUSES, CallStatus.DENIED):
+                users[(u.user, ended)] += getattr(u, ended)
 
         yield _counter(
             "tool_execution_total",
@@ -332,11 +333,15 @@ def _counter(name: str, doc: str, labels: Sequence[str], values: Mapping[tuple[s
     return family
 
 
+#: The text form Prometheus gives a bucket bound ("0.5", "+Inf"); the library leaves it unannotated.
+_go_float = cast("Callable[[float], str]", floatToGoString)
+
+
 def _histogram(name: str, doc: str, labels: Sequence[str], values: Mapping[tuple[str, ...], Histogram]) -> Metric:
     family = HistogramMetricFamily(name, doc, labels=labels)
     for key in sorted(values):
         h = values[key]
-        buckets = [(floatToGoString(b), c) for b, c in zip(h.buckets, h.counts, strict=True)]
+        buckets = [(_go_float(b), c) for b, c in zip(h.buckets, h.counts, strict=True)]
         family.add_metric(key, [*buckets, ("+Inf", h.count)], h.sum)
     return family
 
