@@ -28,9 +28,9 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client import Histogram as PromHistogram
@@ -333,15 +333,11 @@ def _counter(name: str, doc: str, labels: Sequence[str], values: Mapping[tuple[s
     return family
 
 
-#: The text form Prometheus gives a bucket bound ("0.5", "+Inf"); the library leaves it unannotated.
-_go_float = cast("Callable[[float], str]", floatToGoString)
-
-
 def _histogram(name: str, doc: str, labels: Sequence[str], values: Mapping[tuple[str, ...], Histogram]) -> Metric:
     family = HistogramMetricFamily(name, doc, labels=labels)
     for key in sorted(values):
         h = values[key]
-        buckets = [(_go_float(b), c) for b, c in zip(h.buckets, h.counts, strict=True)]
+        buckets = [(floatToGoString(b), c) for b, c in zip(h.buckets, h.counts, strict=True)]
         family.add_metric(key, [*buckets, ("+Inf", h.count)], h.sum)
     return family
 

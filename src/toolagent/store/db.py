@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import anyio
 import sqlalchemy as sa
@@ -86,6 +86,12 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+@overload
+def as_utc(value: datetime) -> datetime: ...
+@overload
+def as_utc(value: None) -> None: ...
+@overload
+def as_utc(value: datetime | None) -> datetime | None: ...
 def as_utc(value: datetime | None) -> datetime | None:
     """SQLite hands back naive datetimes; they were written as UTC."""
     if value is not None and value.tzinfo is None:

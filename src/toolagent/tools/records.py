@@ -139,7 +139,8 @@ class Recorder:
     executions: ExecutionStore
     audit: AuditLog | None
     events: EventBus
-    owner: Owner
+    owner: Owner | None
+    """The process its rows name as running them; None for a worker's queued calls (its heartbeat says)."""
     window_s: float | None = None
     """How long a batch of concurrent writes waits for more (default: `TOOLAGENT_COMMIT_WINDOW_MS`)."""
     batch_max: int | None = None
