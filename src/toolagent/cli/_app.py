@@ -76,7 +76,7 @@ def _show_no_type_for_flags() -> None:
             return None
         return original(self, ctx)
 
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]  # a deliberate patch of typer
 
 
 _show_no_type_for_flags()
@@ -142,7 +142,7 @@ class RootGroup(TyperGroup):
     def _convert_registered(self) -> None:
         """Turn commands that modules registered on `app` since start-up into click commands."""
         for info in app.registered_commands:
-            name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
+            name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]  # @app.command() always sets it
             if name not in self.commands:
                 command = typer.main.get_command_from_info(
                     info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
