@@ -183,4 +183,4 @@ async def test_runtime(
 __all__ = ["UNLIMITED", "StubToolSource", "as_result", "in_memory_pool", "temp_store", "test_runtime"]
 
 # A helper module, not a test module: keep pytest from collecting `test_runtime` as a test.
-test_runtime.__test__ = False  # type: ignore[attr-defined]
+test_runtime.__test__ = False  # type: ignore[attr-defined]  # pytest reads it off the function

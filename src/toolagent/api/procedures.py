@@ -69,9 +69,9 @@ def refusal_headers(exc: BaseException) -> dict[str, str]:
         return {}
     retry = float(getattr(exc, "retry_after_s", 0.0) or 0.0)
     headers = {"Retry-After": str(max(1, math.ceil(retry))), "X-RateLimit-Reset": str(max(0, math.ceil(retry)))}
-    if getattr(exc, "limit", None) is not None:
-        headers["X-RateLimit-Limit"] = str(exc.limit)  # type: ignore[attr-defined]
-        headers["X-RateLimit-Remaining"] = str(getattr(exc, "remaining", 0))
+    if isinstance(exc, RateLimited):
+        headers["X-RateLimit-Limit"] = str(exc.limit)
+        headers["X-RateLimit-Remaining"] = str(exc.remaining)
     return headers
 
 

@@ -16,6 +16,7 @@ import sys
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from datetime import datetime
+from typing import cast
 
 import typer
 from rich.markup import escape
@@ -177,7 +178,7 @@ def tools_list(
             ]
             # Names are never cut; the description gets one line of what the other columns leave.
             fixed = [
-                max([len(h), *(len(r[k]) for r in rows)])
+                max([len(h), *(len(cast(str, r[k])) for r in rows)])  # the first four cells are text
                 for k, h in enumerate(("category", "tool", "risk", "you may run"))
             ]
             table = Table("category", "tool", "risk", "you may run")

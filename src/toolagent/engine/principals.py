@@ -157,7 +157,7 @@ def _key(row: Any) -> ApiKey:
         row.user_name,
         row.prefix,
         tuple(row.scopes or ()),
-        as_utc(row.created_at),  # type: ignore[arg-type]
+        as_utc(row.created_at),
         as_utc(row.revoked_at),
         row.label,
     )

@@ -227,7 +227,7 @@ class SessionPool:
                 log.debug("server %s transport error: %s", server.name, message)
 
         try:
-            opener = self.connector or connect
+            opener: Callable[..., contextlib.AbstractAsyncContextManager[ClientSession]] = self.connector or connect
             extra = {"trace": server.trace} if server.trace is not None else {}
             async with opener(server.params, errlog=server.errlog, message_handler=on_message, **extra) as session:
                 server.session = session

@@ -240,7 +240,8 @@ class BuildRunner:
                 else None
             )
         with anyio.CancelScope(shield=True):
-            return await self._finish(ctx, status, error)
+            outcome = await self._finish(ctx, status, error)
+        return outcome
 
     async def _finish(self, ctx: _Run, status: str, error: str | None) -> RunOutcome:
         ended = utcnow()

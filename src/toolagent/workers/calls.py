@@ -71,7 +71,9 @@ def _take(conn: Connection, execution: Execution) -> None:
 
 def queued_call_stack(runtime: Runtime) -> ToolSource:
     """The runtime's tool layers over its catalogue, with the record layer that admits queued calls."""
-    recorder = Recorder(runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events, None)  # type: ignore[arg-type] - no process id on the row: the heartbeat says who runs it
+    recorder = Recorder(
+        runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events, None
+    )  # no owner: the heartbeat says who runs it
     return build_tool_stack(
         runtime.catalogue,
         recorder=recorder,

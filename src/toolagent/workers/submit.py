@@ -55,7 +55,7 @@ def plan_from_json(doc: Mapping[str, Any]) -> BuildPlan:
     """
     definition = validate_definition(dict(doc["definition"]), source=f"{doc['agent']} (submitted)")
     record = _Record(doc["organization"], doc["slug"], doc.get("version"))
-    agent = LoadedAgent(definition, record, doc["agent"])  # type: ignore[arg-type]
+    agent = LoadedAgent(definition, record, doc["agent"])  # type: ignore[arg-type]  # _Record has the fields planning reads
     plan = plan_build(agent, None, deliverable_format=doc.get("format"))
     return replace(plan, overrides=dict(doc.get("overrides") or {}))
 
