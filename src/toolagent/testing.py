@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .engine.config import EngineConfig
 from .tools.catalogue import Catalogue
 from .tools.combined import CombinedSource
-from .tools.function_source import FunctionSource, FunctionTool, to_result
+from .tools.function_source import FunctionSource, FunctionTool, handler_result
 from .tools.spec import ToolSpec, split_name
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ Handler = Callable[[dict[str, Any]], Any]
 UNLIMITED = {"plans": {p: {"rate_per_minute": None} for p in ("free", "starter", "team", "enterprise")}}
 
 #: A handler's return value as a `ToolResult` (dicts become structured content).
-as_result = to_result
+as_result = handler_result
 
 
 class StubToolSource(Catalogue):

@@ -18,8 +18,8 @@ A call validates and converts the arguments with the same model, then runs the f
 async one in the calling task (so a timeout or a cancel by id cancels it where it awaits), a sync
 one in a worker thread (a thread cannot be interrupted: a timeout or cancel ends the call at once
 and the thread is left to return on its own). The return value becomes the result: a dict, a
-pydantic model, a dataclass or any other JSON value is structured content (non-objects under
-`result`, as the MCP SDK does), a string is text, a `ToolResult` is kept. An exception the
+pydantic model, a dataclass or any other JSON value is structured content (non-objects, text
+included, under `result`, as the MCP SDK does), None is an empty text, a `ToolResult` is kept. An exception the
 function raises is a failed result, not a crash (the call is recorded `failed` with its message);
 toolagent's own errors keep their meaning (`ToolTimedOut`, `UpstreamError` ...).
 
@@ -118,7 +118,7 @@ class FunctionTool:
 
         async def run(arguments: dict[str, Any]) -> Any:
             value = handler(arguments)
-            return await value if inspect.isawaitable(value) else value
+            return handler_result(await value if inspect.isawaitable(value) else value)
 
         spec.setdefault("errors_are_results", False)
         return cls(name, run, input_schema=input_schema or {"type": "object"}, **spec)
@@ -277,13 +277,26 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def handler_result(value: Any) -> ToolResult:
+    """A test double's return value as a tool result: a dict is structured content, anything else text."""
+    if isinstance(value, ToolResult):
+        return value
+    if isinstance(value, dict):
+        text = json.dumps(value, default=str)
+        return ToolResult(False, value, [{"type": "text", "text": text}], text)
+    text = "" if value is None else str(value)
+    return ToolResult(False, None, [{"type": "text", "text": text}], text)
+
+
 def to_result(value: Any) -> ToolResult:
     """A function's return value as a tool result (see the module docstring)."""
     if isinstance(value, ToolResult):
         return value
-    if value is None or isinstance(value, str):
-        text = value or ""
-        return ToolResult(False, None, [{"type": "text", "text": text}], text)
+    if value is None:
+        return ToolResult(False, None, [{"type": "text", "text": ""}], "")
+    if isinstance(value, str):
+        # As the MCP SDK answers for a function returning text: later steps read `result`.
+        return ToolResult(False, {"result": value}, [{"type": "text", "text": value}], value)
     data = _jsonable(value)
     try:
         # Values JSON cannot hold (a datetime, a path) are kept as their text, as they are stored.
@@ -296,4 +309,4 @@ def to_result(value: Any) -> ToolResult:
     return ToolResult(False, structured, [{"type": "text", "text": text}], text)
 
 
-__all__ = ["FunctionSource", "FunctionTool", "Handler", "ToolOptions", "to_result"]
+__all__ = ["FunctionSource", "FunctionTool", "Handler", "ToolOptions", "handler_result", "to_result"]
