@@ -63,6 +63,18 @@ class Catalogue(ToolSource):
         self.registry.update(s for specs in self._listed.values() for s in specs)
         return errors
 
+    async def refresh_one(self, namespace: str) -> list[ToolSpec]:
+        """List one namespace's tools into the catalogue.
+
+        Raises:
+            ServerUnavailable: no such server, or it cannot be reached.
+        """
+        if self.pool is None:
+            raise ServerUnavailable(namespace, "no tool servers are open in this runtime")
+        specs = await self.pool.list_tools(namespace)
+        self.add(specs)
+        return specs
+
     def add(self, specs: Sequence[ToolSpec]) -> None:
         """Register specs listed elsewhere (they replace their servers' earlier listing)."""
         by_server: dict[str, list[ToolSpec]] = {}

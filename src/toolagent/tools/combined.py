@@ -38,6 +38,10 @@ class LeafSource(Protocol):
         """The tools of each namespace of `names`, and those that could not be listed (name -> why)."""
         ...
 
+    async def list_tools(self, namespace: str) -> list[ToolSpec]:
+        """The tools of one namespace. Raises ServerUnavailable."""
+        ...
+
     async def tool_spec(self, name: str) -> ToolSpec:
         """The tool `namespace/tool`. Raises ServerUnavailable or UnknownTool."""
         ...
@@ -135,6 +139,14 @@ class CombinedSource:
             for leaf, names in by_leaf.values():
                 tg.start_soon(one, leaf, names)
         return {name: found[name] for name in wanted if name in found}, errors
+
+    async def list_tools(self, namespace: str) -> list[ToolSpec]:
+        """The tools of one namespace.
+
+        Raises:
+            ServerUnavailable: no leaf mounts it, or its server is down.
+        """
+        return await self.leaf(namespace).list_tools(namespace)
 
     async def tool_spec(self, name: str) -> ToolSpec:
         """The tool `namespace/tool`, from the leaf mounting the namespace.

@@ -110,7 +110,7 @@ def function_schema(fn: Callable[..., Any], *, name: str | None = None) -> Funct
         info = Field(default, description=doc) if doc and not _has_description(annotation) else Field(default)
         fields[param.name] = (annotation, info)
     try:
-        model = create_model(  # type: ignore[call-overload]
+        model = create_model(
             f"{label}_arguments", __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False), **fields
         )
         schema = model.model_json_schema()

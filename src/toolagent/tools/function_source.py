@@ -213,6 +213,16 @@ class FunctionSource:
                 errors[name] = ServerUnavailable(name, f"{self._origin} offers only '{self.namespace}'").message
         return listed, errors
 
+    async def list_tools(self, namespace: str) -> list[ToolSpec]:
+        """This namespace's tools.
+
+        Raises:
+            ServerUnavailable: another namespace.
+        """
+        if namespace != self.namespace:
+            raise ServerUnavailable(namespace, f"{self._origin} offers only '{self.namespace}'")
+        return self.specs
+
     async def tool_spec(self, name: str) -> ToolSpec:
         """The tool `namespace/tool`.
 
