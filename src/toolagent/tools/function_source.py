@@ -32,6 +32,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -40,10 +41,12 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ServerUnavailable, ToolAgentError, UnknownTool
+from ..errors import ConfigError, ServerUnavailable, ToolAgentError, UnknownTool
 from .function_schema import function_schema
 from .spec import ToolResult, ToolSpec, qualified, split_name
 
+# What MCP allows in a tool's name (and the agent contract in `namespace/tool`).
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 #: A tool that takes its arguments as one dict (a test double's handler); may be async.
 Handler = Callable[[dict[str, Any]], Any]
 
@@ -91,7 +94,12 @@ class FunctionTool:
         Raises:
             ConfigError: the function cannot be described as a tool.
         """
-        tool_name = name or fn.__name__
+        tool_name = name or getattr(fn, "__name__", "")
+        if _TOOL_NAME.fullmatch(tool_name) is None:
+            raise ConfigError(
+                f"{fn!r} cannot be a tool named {tool_name!r}: a tool name is letters, digits, '_', '-' and '.'; "
+                "define it with `def` under the name it should have, or pass `name=`"
+            )
         schema = function_schema(fn, name=tool_name)
         is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
@@ -159,8 +167,6 @@ class FunctionSource:
             ConfigError: `replace` is False and a tool of that name exists, or the function
                 cannot be a tool.
         """
-        from ..errors import ConfigError
-
         made = tool if isinstance(tool, FunctionTool) else FunctionTool.from_function(tool)
         if not replace and made.name in self._tools:
             raise ConfigError(

@@ -342,3 +342,10 @@ async def test_a_runtime_calls_function_tools_beside_mcp_servers_through_its_sta
             assert (fn.status, fn.result.text if fn.result else None) == ("ok", "hi")
             assert (mcp.status, mcp.result.text if mcp.result else None) == ("ok", "pong")
             assert fn.record is not None and fn.record.status == "success" and fn.record.risk == "safe"
+
+
+def test_a_callable_without_a_usable_name_must_be_given_one() -> None:
+    with pytest.raises(ConfigError, match="cannot be a tool named '<lambda>'.*pass `name=`"):
+        FunctionSource("t", [lambda: None])
+    source = FunctionSource("t", [FunctionTool.from_function(lambda: None, name="noop")])
+    assert [s.name for s in source.specs] == ["t/noop"]
