@@ -125,6 +125,11 @@ DECLARE
   described json;
   names json;
   width integer;
+  cols text[];
+  types text[];
+  exprs text[] := '{{}}';
+  counts text[] := '{{}}';
+  value text;
   wrapped text;
   r record;
   rows_text text := '';
@@ -151,16 +156,26 @@ BEGIN
   IF width = 0 THEN
     RETURN json_build_object('columns', names, 'rows', '[]'::json, 'oversized', 0, 'truncated', NULL);
   END IF;
-  -- Columns renamed positionally (c1..cN), so odd or duplicate names do not matter; a value
-  -- larger than max_bytes is left out (null) and counted instead of being sent.
-  SELECT format(
-    'SELECT pg_catalog.row_to_json(ROW(%s))::text AS r, %s AS n FROM (%s) AS _q(%s) LIMIT %s',
-    string_agg(format('CASE WHEN pg_catalog.pg_column_size(_q.c%1$s) > %2$s THEN NULL ELSE _q.c%1$s END', i, max_bytes), ', ' ORDER BY i),
-    string_agg(format('(coalesce(pg_catalog.pg_column_size(_q.c%1$s), 0) > %2$s)::int', i, max_bytes), ' + ' ORDER BY i),
-    query,
-    string_agg(format('c%s', i), ', ' ORDER BY i),
-    max_rows + 1)
-  INTO wrapped FROM generate_series(1, width) AS i;
+  -- Columns renamed positionally (c1..cN), so odd or duplicate names do not matter.
+  cols := ARRAY(SELECT format('c%s', i) FROM generate_series(1, width) AS i);
+  EXECUTE format(
+    'SELECT ARRAY[%s] FROM (SELECT 1) _one LEFT JOIN LATERAL (SELECT * FROM (%s) _q0 LIMIT 0) AS _q(%s) ON true',
+    (SELECT string_agg(format('pg_catalog.pg_typeof(_q.%s)::text', c), ', ') FROM unnest(cols) AS c),
+    query, array_to_string(cols, ', ')) INTO types;
+  FOR i IN 1..width LOOP
+    -- As the other backends return them: intervals in seconds, binary data in base64.
+    value := CASE types[i]
+      WHEN 'interval' THEN format('extract(epoch FROM _q.%s)', cols[i])
+      WHEN 'bytea' THEN format('translate(encode(_q.%s, %L), chr(10), %L)', cols[i], 'base64', '')
+      ELSE format('_q.%s', cols[i]) END;
+    -- A value larger than max_bytes is left out (null) and counted instead of being sent.
+    exprs := exprs || format('CASE WHEN pg_catalog.pg_column_size(_q.%s) > %s THEN NULL ELSE %s END',
+                             cols[i], max_bytes, value);
+    counts := counts || format('(coalesce(pg_catalog.pg_column_size(_q.%s), 0) > %s)::int', cols[i], max_bytes);
+  END LOOP;
+  wrapped := format('SELECT pg_catalog.row_to_json(ROW(%s))::text AS r, %s AS n FROM (%s) AS _q(%s) LIMIT %s',
+                    array_to_string(exprs, ', '), array_to_string(counts, ' + '), query,
+                    array_to_string(cols, ', '), max_rows + 1);
   FOR r IN EXECUTE wrapped LOOP
     IF kept >= max_rows THEN
       stopped := 'max_rows';
