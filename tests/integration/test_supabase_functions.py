@@ -105,7 +105,9 @@ def test_install_refuses_to_replace_a_newer_version(db: str) -> None:
     install_functions(db)
     with psycopg.connect(db) as conn:
         conn.execute(f"COMMENT ON FUNCTION {EXEC_SIGNATURE} IS 'toolagent supabase functions v{FUNCTIONS_VERSION + 1}'")
-        conn.execute(f"COMMENT ON FUNCTION {SCHEMA_SIGNATURE} IS 'toolagent supabase functions v{FUNCTIONS_VERSION + 1}'")
+        conn.execute(
+            f"COMMENT ON FUNCTION {SCHEMA_SIGNATURE} IS 'toolagent supabase functions v{FUNCTIONS_VERSION + 1}'"
+        )
     with pytest.raises(StoreError, match="newer than this toolagent's"):
         install_functions(db)
 

@@ -76,19 +76,25 @@ class SupabaseBackend(Backend):
         """The `supabase` client, imported and built on first use (calls run in worker threads)."""
         with self._client_lock:
             if self._client is None:
+                import httpx
                 from supabase import ClientOptions, create_client
 
                 headers = dict(ClientOptions().headers)
                 if self._bearer is not None:
                     headers["Authorization"] = f"Bearer {self._bearer}"
+                # Our own httpx client: the client's timeout option would be cut to whole
+                # seconds (and is deprecated); HTTP/1.1 keep-alive is enough for one caller.
+                http = self._http_client or httpx.Client(
+                    timeout=httpx.Timeout(self.statement_timeout_ms / 1000 + HTTP_TIMEOUT_MARGIN_S, connect=10.0),
+                    follow_redirects=True,
+                )
                 options = ClientOptions(
                     headers=headers,
-                    postgrest_client_timeout=self.statement_timeout_ms / 1000 + HTTP_TIMEOUT_MARGIN_S,
                     # A POST is never retried by the client anyway; say so rather than rely on it.
                     postgrest_client_retry=False,
                     auto_refresh_token=False,
                     persist_session=False,
-                    httpx_client=self._http_client,
+                    httpx_client=http,
                 )
                 try:
                     self._client = create_client(self.url, self._key, options=options)
