@@ -155,11 +155,24 @@ def test_the_command_names_what_is_missing_or_wrong() -> None:
         [str(TOOLAGENT), "supabase", "install-functions"], capture_output=True, text=True, timeout=60, env=env
     )
     assert missing.returncode == 2 and "--db-url is required" in missing.stderr
-    bad_role = subprocess.run(
-        [str(TOOLAGENT), "supabase", "install-functions", "--print", "--reader-role", "anon; drop table users"],
-        capture_output=True, text=True, timeout=60, env=env,
+
+
+@pytest.mark.parametrize(
+    "role,message",
+    [
+        ("anon; drop table users", "not a plain lower-case identifier"),
+        ("anon", "would let anyone with the project's public key"),
+        ("authenticated", "would let anyone"),
+    ],
+)
+def test_the_command_refuses_a_reader_role_open_to_everyone(role: str, message: str) -> None:
+    proc = subprocess.run(
+        [str(TOOLAGENT), "supabase", "install-functions", "--print", "--reader-role", role],
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert bad_role.returncode == 2 and "--reader-role" in bad_role.stderr
+    assert proc.returncode == 2
+    assert "--reader-role" in proc.stderr and message in " ".join(proc.stderr.split())
+    assert proc.stdout == ""
 
 
 # -- what the functions return -----------------------------------------------------------------

@@ -53,6 +53,8 @@ _SIGNATURES = {
     EXEC_FUNCTION: f"public.{EXEC_FUNCTION}(text, integer, integer)",
 }
 _ROLE_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+#: Roles the functions are never granted to.
+_REFUSED_ROLES = frozenset({"anon", "authenticated", "public"})
 
 _SCHEMA_SQL = """
 CREATE OR REPLACE FUNCTION public.toolagent_schema()
@@ -212,8 +214,19 @@ class InstallResult:
 
 
 def check_role(role: str) -> str:
+    """`role` if it may be the reader role.
+
+    Raises:
+        ValueError: not a plain lower-case identifier, or a role every key holder (anon, PUBLIC)
+            or every signed-in user (authenticated) acts as.
+    """
     if not _ROLE_RE.match(role):
         raise ValueError(f"reader role {role!r} is not a plain lower-case identifier (letters, digits, _)")
+    if role in _REFUSED_ROLES:
+        raise ValueError(
+            f"reader role {role!r} would let anyone with the project's public key (or any signed-in user) run SQL: "
+            "use service_role or a dedicated role"
+        )
     return role
 
 
