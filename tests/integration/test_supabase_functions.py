@@ -184,6 +184,10 @@ def test_exec_sql_keeps_column_order_and_duplicate_names(writable: str) -> None:
     assert [list(row.values()) for row in result["rows"]] == [[2, 1, 3]]
 
 
+def test_exec_sql_takes_a_statement_ending_in_a_line_comment(writable: str) -> None:
+    assert exec_sql(writable, "SELECT 1 AS one -- the answer")["rows"] == [{"f1": 1}]
+
+
 def test_exec_sql_names_columns_of_an_empty_result_and_caps_rows(writable: str) -> None:
     assert exec_sql(writable, "SELECT id, email FROM users WHERE false") == {
         "columns": ["id", "email"], "rows": [], "oversized": 0, "truncated": None,

@@ -148,6 +148,8 @@ BEGIN
   IF max_rows IS NULL OR max_rows < 1 OR max_bytes IS NULL OR max_bytes < 1 THEN
     RAISE EXCEPTION 'max_rows and max_bytes must be positive' USING ERRCODE = '22023';
   END IF;
+  -- On lines of its own, so a trailing `-- comment` ends before the text nesting it.
+  query := chr(10) || query || chr(10);
   -- The statement is only ever nested as a subquery: anything but one query is a syntax error.
   -- LIMIT 0 behind a LEFT JOIN plans it and names its columns (duplicates kept) without running it.
   EXECUTE format(
