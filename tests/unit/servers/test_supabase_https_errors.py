@@ -185,3 +185,16 @@ def test_the_keys_resolve_to_apikey_and_bearer() -> None:
     anon = settings(SUPABASE_URL=URL, SUPABASE_ANON_KEY="anon-secret", SUPABASE_READER_JWT="jwt-secret")
     assert anon.require_project() == (URL, "anon-secret", "jwt-secret")
     assert "anon-secret" not in repr(anon) and "jwt-secret" not in repr(anon)  # both are secrets
+
+
+def test_the_client_library_loads_on_first_use_only() -> None:
+    # Importing `supabase` takes a second or two: the server and the backend module must not.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, toolagent.servers.supabase.server, toolagent.servers.supabase.supabase_backend; "
+        "print('supabase' in sys.modules, 'postgrest' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert proc.stdout.split() == ["False", "False"]
