@@ -101,3 +101,11 @@ def test_the_changelog_latest_release_is_the_package_version() -> None:
     project = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M)
     assert project is not None
     assert releases[0] == project[1] == toolagent.__version__, (releases[0], project[1], toolagent.__version__)
+
+
+def test_every_page_starts_with_what_the_reader_can_do_after_it() -> None:
+    for page in (REPO / "docs").rglob("*.md"):
+        if "_incoming" in page.parts or page.name in ("index.md", "changelog.md") and page.parent == REPO / "docs":
+            continue
+        paragraphs = page.read_text(encoding="utf-8").split("\n\n")
+        assert paragraphs[0].startswith("# ") and paragraphs[1].startswith("After this page you can"), page
