@@ -1,5 +1,5 @@
 """Render the manual's generated references from the code: the environment-variable tables (from
-the pydantic-settings classes) and the command-line reference (from the Typer app).
+the pydantic-settings classes, in one table) and the command-line reference (from the Typer app).
 
 Each generated part sits in a page between `<!-- generated: NAME -->` and `<!-- end generated -->`;
 `scripts/gen-docs` rewrites those parts, `scripts/gen-docs --check` exits 1 when a committed page
@@ -87,7 +87,19 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def toolagent_env_table() -> str:
+def env_table() -> str:
+    """Every environment variable, in one table: toolagent's, then the Supabase server's."""
+    return "\n".join(
+        [
+            "| variable | read by | meaning | default |",
+            "| --- | --- | --- | --- |",
+            *_toolagent_rows(),
+            *_supabase_rows(),
+        ]
+    )
+
+
+def _toolagent_rows() -> list[str]:
     """The `TOOLAGENT_*` variables: name, meaning (the field's docstring) and default."""
     from toolagent.settings import Settings
 
@@ -99,20 +111,20 @@ def toolagent_env_table() -> str:
             f"scripts/gen_docs.py: TOOLAGENT_DEFAULTS and Settings differ on {unknown}: "
             "say where each new variable's default lives (and drop removed ones)"
         )
-    rows = ["| variable | meaning | default |", "| --- | --- | --- |"]
+    rows = []
     for var, name in Settings.env_names().items():
         if name not in docs:
             raise SystemExit(f"scripts/gen_docs.py: Settings.{name} has no docstring; write one under the field")
-        rows.append(f"| `{var}` | {_cell(docs[name])} | {_cell(_constant(TOOLAGENT_DEFAULTS[name]))} |")
-    return "\n".join(rows)
+        rows.append(f"| `{var}` | toolagent | {_cell(docs[name])} | {_cell(_constant(TOOLAGENT_DEFAULTS[name]))} |")
+    return rows
 
 
-def supabase_env_table() -> str:
+def _supabase_rows() -> list[str]:
     """The Supabase server's `SUPABASE_*` variables, with the defaults the model declares."""
     from toolagent.servers.supabase.settings import SupabaseSettings
 
     docs = field_docstrings(SupabaseSettings)
-    rows = ["| variable | meaning | default |", "| --- | --- | --- |"]
+    rows = []
     for var, name in SupabaseSettings.env_names().items():
         default = SupabaseSettings.model_fields[name].default
         if default is None or default == ():
@@ -121,8 +133,8 @@ def supabase_env_table() -> str:
             shown = ", ".join(f"`{t}`" for t in default)
         else:
             shown = f"`{default}`"
-        rows.append(f"| `{var}` | {_cell(docs.get(name, ''))} | {_cell(shown)} |")
-    return "\n".join(rows)
+        rows.append(f"| `{var}` | the Supabase server | {_cell(docs.get(name, ''))} | {_cell(shown)} |")
+    return rows
 
 
 def _option_row(ctx: Any, param: Any) -> str:
@@ -213,8 +225,7 @@ def cli_reference() -> str:
 
 #: Each generated part: its name, the page that holds it, and what renders it.
 PARTS: dict[str, tuple[str, Callable[[], str]]] = {
-    "toolagent-env": ("operations/configuration.md", toolagent_env_table),
-    "supabase-env": ("supabase.md", supabase_env_table),
+    "env": ("operations/configuration.md", env_table),
     "cli": ("cli.md", cli_reference),
 }
 
