@@ -244,7 +244,7 @@ def test_every_block_runs_or_says_why_not() -> None:
                     unmarked.append(f"{_page_id(page)}:{block.line}: a shell block with no command")
     assert not unmarked, unmarked
     # The examples are mostly run, not marked: a short list of blocks says why it cannot run here.
-    assert ran >= 50 and marked <= 12, (ran, marked)
+    assert ran >= 50 and marked <= 15, (ran, marked)
 
 
 @pytest.mark.parametrize("page", pages(), ids=_page_id)
