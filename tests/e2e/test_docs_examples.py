@@ -3,7 +3,7 @@
 A block that cannot run here carries a marker on the line right before its fence,
 `<!-- not run: REASON -->`. A block marked `<!-- run with the API server -->` runs while a
 `toolagent serve` on a free port serves the page's store (its own `toolagent serve` lines are
-that server; `127.0.0.1:8080` in the block is its address).
+that server; `127.0.0.1:8080` in the block is its address; consecutive such blocks share one).
 
 Each page runs in a fresh working directory holding copies of `agents/`, `seeds/`, `examples/`
 and `mcp.json`, as on a fresh clone, with `toolagent` on PATH and its own store; the page's
@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,13 +258,18 @@ def test_the_page_examples_work_as_written(page: Path, tmp_path: Path) -> None:
         pytest.skip("no runnable example on this page")
     ws = Workspace(tmp_path)
     failures: list[str] = []
-    for block in runnable:
-        if block.language == "python":
-            problem = ws.python("\n".join(line for _, line in block.body))
-            if problem:
-                failures.append(f"{_page_id(page)}:{block.line}: python block: {problem}")
-            continue
-        with ws.server() if block.with_server else _nothing():
+    with ExitStack() as serving:
+        for block in runnable:
+            # One server serves a run of consecutive blocks that ask for it.
+            if block.with_server and ws.address == EXAMPLE_ADDRESS:
+                serving.enter_context(ws.server())
+            elif not block.with_server:
+                serving.close()
+            if block.language == "python":
+                problem = ws.python("\n".join(line for _, line in block.body))
+                if problem:
+                    failures.append(f"{_page_id(page)}:{block.line}: python block: {problem}")
+                continue
             for command in block.commands:
                 if block.with_server and re.match(r"toolagent( --\S+ \S+)* serve\b", command.text):
                     continue  # the test's server is this one
@@ -272,8 +277,3 @@ def test_the_page_examples_work_as_written(page: Path, tmp_path: Path) -> None:
                 if problem:
                     failures.append(f"{_page_id(page)}:{command.line}: {problem}")
     assert not failures, "\n\n".join(failures)
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
