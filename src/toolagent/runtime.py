@@ -35,6 +35,7 @@ from .engine.metrics import Metrics, MetricsSnapshot
 from .engine.principals import Principal, Principals
 from .engine.reads import Reads, ToolDetails
 from .engine.registry import Registry, ToolEntry, ToolListing
+from .policy import Policy
 from .settings import Settings
 from .store.execution_record import Execution
 from .store.executions import ExecutionStore, Owner
@@ -120,6 +121,9 @@ class Runtime:
             self.executions, self.recorder, self.owner, poll_s=self.config.cancel_poll_ms / 1000, clock=clock
         )
         self.catalogue = Catalogue(pool, self.config, on_registered=self._registered)
+        # The one decision, asked by the gate, the queued admission, the BUILD pre-check and
+        # every listing, so that a listing shows what the caller can really run.
+        self.policy = Policy()
         self.tools = ToolStack(
             build_tool_stack(
                 self.catalogue,
@@ -129,12 +133,20 @@ class Runtime:
                 clock=clock,
                 max_result_bytes=bounds.max_result_bytes,
                 sql_tools_require_agent=sql_tools_require_agent,
+                policy=self.policy,
             ),
             default_timeout_ms=self.config.default_timeout_ms,
             clock=clock,
         )
         self.reads = Reads(
-            self.config, self.executions, self.history_store, self.metrics_store, self.limits, self.catalogue, clock
+            self.config,
+            self.executions,
+            self.history_store,
+            self.metrics_store,
+            self.limits,
+            self.catalogue,
+            clock,
+            self.policy,
         )
         self._stack: AsyncExitStack | None = None
         self._tg: anyio.abc.TaskGroup | None = None

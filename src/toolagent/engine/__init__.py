@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .history import HistoryPage, HistoryQuery
     from .limits import BudgetUsedUp, LimitStatus
     from .metrics import CategoryMetrics, DenialCount, MetricsSnapshot, ToolMetrics, UserMetrics
-    from .permissions import CATEGORIES, LEVELS, PLANS, RISKS, Decision, ExecutionDenied, decide
+    from .permissions import CATEGORIES, LEVELS, PLANS, RISKS, ExecutionDenied
     from .principals import ApiKey, Principal, Unauthenticated
     from .reads import ToolDetails
     from .registry import Registry, ToolEntry, ToolListing
@@ -56,9 +56,7 @@ _EXPORTS = {
     "LEVELS": "permissions",
     "PLANS": "permissions",
     "RISKS": "permissions",
-    "Decision": "permissions",
     "ExecutionDenied": "permissions",
-    "decide": "permissions",
     "ApiKey": "principals",
     "Principal": "principals",
     "Unauthenticated": "principals",
@@ -79,7 +77,6 @@ __all__ = [
     "ApiKey",
     "BudgetUsedUp",
     "CategoryMetrics",
-    "Decision",
     "DenialCount",
     "Engine",
     "EngineConfig",
@@ -98,5 +95,4 @@ __all__ = [
     "ToolOverride",
     "Unauthenticated",
     "UserMetrics",
-    "decide",
 ]

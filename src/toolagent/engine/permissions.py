@@ -1,4 +1,4 @@
-"""Permission levels, tool risk, categories, API key scopes and the gate's pure decision.
+"""Permission levels, tool risk, categories and API key scopes: the vocabulary the policy decides with.
 
 Which permission level may run which risk:
 
@@ -9,18 +9,13 @@ Which permission level may run which risk:
 | `execute_advanced` | yes  | yes      | no        |
 | `admin`            | yes  | yes      | yes       |
 
-`decide` runs the checks that need no I/O, in the gate's order: the tool is enabled, it is in
-the agent's tool list (BUILD steps), the caller's level covers its risk, the API key (if one is
-used) is active and in scope. Rate limits and budgets come after it and live in `limits.py`,
-because they count in the store. `decide` allocates nothing on the allow path, so it costs a
-few dictionary lookups (see `bench/engine.py`).
+The decision itself (enabled, agent tool list, this matrix, the API key) is `policy.Policy.decide`;
+rate limits and budgets come after it and live in `limits.py`, because they count in the store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Final, Literal
 
 from ..errors import ExecutionDenied, UsageError
@@ -157,85 +152,7 @@ def scope_categories(scopes: Collection[str]) -> frozenset[str] | None:
     return frozenset(s[len(SCOPE_EXECUTE_PREFIX) :] for s in scopes if s.startswith(SCOPE_EXECUTE_PREFIX))
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """The gate's verdict on one call (before limits)."""
-
-    allowed: bool
-    """True when the call may go on to the limits."""
-    code: str | None = None
-    """Why not, as a short code (`level`, `api_key_scope`, ...); None when allowed."""
-    reason: str | None = None
-    """Why not, as a sentence naming the user, level, tool and risk; None when allowed."""
-
-
-#: The one allow verdict (shared: the allow path allocates nothing).
-ALLOW: Final = Decision(True)
-
-
-def decide(
-    *,
-    user: str,
-    level: str,
-    tool: str,
-    risk: str,
-    category: str,
-    enabled: bool = True,
-    agent_tools: Collection[str] | None = None,
-    key_id: str | None = None,
-    key_revoked_at: datetime | None = None,
-    key_scopes: Collection[str] | None = None,
-) -> Decision:
-    """The pure part of the gate: enabled, agent tool list, level against risk, API key.
-
-    Args:
-        user: The caller's name (for the reason).
-        level: The caller's permission level.
-        tool: The qualified tool name.
-        risk: The tool's risk.
-        category: The tool's category (for the key's scope).
-        enabled: Whether the operator left the tool enabled.
-        agent_tools: For BUILD steps, the agent's tool list; None when not a step.
-        key_id: The API key used, if any.
-        key_revoked_at: When that key was revoked (None: active).
-        key_scopes: That key's scopes.
-
-    Returns:
-        `ALLOW`, or a denial with its code and reason.
-    """
-    if not enabled:
-        return Decision(False, DENIAL_DISABLED, f"tool '{tool}' is disabled by the operator")
-    if agent_tools is not None and tool not in agent_tools:
-        listed = ", ".join(sorted(agent_tools)) or "none"
-        return Decision(
-            False,
-            DENIAL_NOT_IN_AGENT,
-            f"tool '{tool}' is not in the agent's tool list ({listed}): add it to configuration.tools",
-        )
-    if not _MATRIX.get((level, risk), False):
-        if level not in MAX_RISK:
-            return Decision(False, DENIAL_LEVEL, f"user '{user}' has an unknown permission level {level!r}")
-        needs = required_for(risk) if risk in _RISK_RANK else "a known risk"
-        why = "view_only may only view executions; " if level == "view_only" else ""
-        return Decision(
-            False, DENIAL_LEVEL, f"user '{user}' ({level}) may not run '{tool}' (risk {risk}): {why}requires {needs}"
-        )
-    if key_id is not None:
-        if key_revoked_at is not None:
-            return Decision(False, DENIAL_KEY_REVOKED, f"API key {key_id} was revoked; create a new one")
-        if not scopes_allow(key_scopes or (), category):
-            has = ", ".join(sorted(key_scopes or ())) or "none"
-            return Decision(
-                False,
-                DENIAL_KEY_SCOPE,
-                f"API key {key_id} lacks scope '{scope_for(category)}' for '{tool}' "
-                f"(category {category}; the key has: {has})",
-            )
-    return ALLOW
-
-
 __all__ = [
-    "ALLOW",
     "CATEGORIES",
     "DENIAL_BUDGET",
     "DENIAL_DISABLED",
@@ -251,13 +168,11 @@ __all__ = [
     "SCOPE_ALL",
     "SCOPE_EXECUTE_PREFIX",
     "Category",
-    "Decision",
     "ExecutionDenied",
     "Level",
     "Plan",
     "Risk",
     "can_run",
-    "decide",
     "scope_categories",
     "levels_for",
     "parse_category",

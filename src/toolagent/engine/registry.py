@@ -34,7 +34,7 @@ from ..errors import ConfigError, NotFound
 from ..tools.category import infer_category
 from ..tools.spec import ToolSpec
 from .config import EngineConfig
-from .permissions import CATEGORIES, RISKS, can_run
+from .permissions import CATEGORIES, RISKS
 
 #: Category of tools nothing classifies.
 FALLBACK_CATEGORY: Final = "agent"
@@ -224,8 +224,8 @@ class ToolListing:
 
     tools: tuple[ToolEntry, ...]
     """Matching tools, by name."""
-    level: str | None = None
-    """The caller's level, to mark which tools it may run."""
+    runnable: frozenset[str] | None = None
+    """The names of those the caller may run, as the policy decides; None: no caller asked."""
     categorized: dict[str, tuple[ToolEntry, ...]] = field(default_factory=dict)
     """The same tools by category (categories without tools left out)."""
 
@@ -236,9 +236,10 @@ class ToolListing:
 
     def to_json(self) -> dict[str, Any]:
         """API form: `tools`, `categorizedTools`, `totalCount`, `categories`."""
+        runnable = self.runnable
 
         def one(e: ToolEntry) -> dict[str, Any]:
-            return e.to_json(runnable=None if self.level is None else can_run(self.level, e.risk) and e.enabled)
+            return e.to_json(runnable=None if runnable is None else e.name in runnable)
 
         return {
             "tools": [one(e) for e in self.tools],
@@ -340,7 +341,8 @@ class Registry:
         tags: Sequence[str] | None = None,
         include_deprecated: bool = False,
         include_disabled: bool = False,
-        level: str | None = None,
+        visible: Callable[[ToolEntry], bool] | None = None,
+        runnable: Callable[[ToolEntry], bool] | None = None,
     ) -> ToolListing:
         """Discovery: filter, then group by category (in `CATEGORIES` order).
 
@@ -350,7 +352,8 @@ class Registry:
             tags: Only tools carrying every one of these tags.
             include_deprecated: Keep deprecated tools (left out by default).
             include_disabled: Keep disabled tools (hidden by default).
-            level: The caller's level, to mark each tool runnable or not.
+            visible: Only the tools the caller may see (a scoped key's categories).
+            runnable: Whether the caller may run a tool (the policy's answer), to mark each.
         """
         wanted = set(tags or ())
         found = tuple(
@@ -361,9 +364,11 @@ class Registry:
             and (include_disabled or e.enabled)
             and (not search or e.matches(search))
             and wanted <= set(e.tags)
+            and (visible is None or visible(e))
         )
         grouped = {c: tuple(e for e in found if e.category == c) for c in CATEGORIES}
-        return ToolListing(found, level, {c: es for c, es in grouped.items() if es})
+        marked = None if runnable is None else frozenset(e.name for e in found if runnable(e))
+        return ToolListing(found, marked, {c: es for c, es in grouped.items() if es})
 
 
 __all__ = [

@@ -26,10 +26,10 @@ from .spec import ToolResult, ToolSpec
 if TYPE_CHECKING:
     from ..agents.models import Security
     from ..engine.limits import LimitStatus
-    from ..engine.permissions import Decision
     from ..engine.principals import ApiKey, Principal
     from ..engine.registry import ToolEntry
     from ..errors import ToolAgentError
+    from ..policy import Decision
     from ..store.db import Connection
     from ..store.execution_record import Execution
 

@@ -92,9 +92,10 @@ class Catalogue(ToolSource):
         tags: Sequence[str] | None = None,
         include_deprecated: bool = False,
         include_disabled: bool = False,
-        level: str | None = None,
+        visible: Callable[[ToolEntry], bool] | None = None,
+        runnable: Callable[[ToolEntry], bool] | None = None,
     ) -> ToolListing:
-        """Discovery over the listed tools, each marked runnable or not for `level`.
+        """Discovery over the listed tools (`Registry.list`'s arguments).
 
         Raises:
             UsageError: unknown category.
@@ -107,7 +108,8 @@ class Catalogue(ToolSource):
             tags=tags,
             include_deprecated=include_deprecated,
             include_disabled=include_disabled,
-            level=level,
+            visible=visible,
+            runnable=runnable,
         )
 
     async def list_tools(self, ctx: CallContext | None = None) -> dict[str, ToolEntry]:

@@ -34,9 +34,10 @@ import anyio
 from .._evolve import evolve
 from ..engine.limits import Clock
 from ..engine.logs import log_context
-from ..engine.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, Decision
+from ..engine.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED
 from ..engine.redaction import redact_text
 from ..errors import BudgetExceeded, RateLimited, ToolAgentError
+from ..policy import Decision
 from ..status import CallStatus, ExecutionStatus
 from ..store.execution_record import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource

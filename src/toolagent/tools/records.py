@@ -35,9 +35,9 @@ from .._evolve import evolve
 from ..engine.audit import AuditEntry, AuditLog, spell_arguments
 from ..engine.events import Event, EventBus
 from ..engine.limits import LimitStatus
-from ..engine.permissions import Decision
 from ..engine.redaction import redact, remember_secrets
 from ..errors import BudgetExceeded, RateLimited
+from ..policy import Decision
 from ..settings import Settings
 from ..status import AuditOutcome, CallStatus, ExecutionStatus
 from ..store.batch import DEFAULT_MAX_SIZE, DEFAULT_WINDOW_S, GroupCommit
