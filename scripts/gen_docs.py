@@ -68,7 +68,7 @@ def _constant(spec: str) -> str:
         return f"`{value.lower() if name == 'DEFAULT_LEVEL' else value}`"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return f"{value:,}".replace(",", ",") if isinstance(value, int) and value >= 10_000 else str(value)
+    return f"{value:,}" if isinstance(value, int) and value >= 10_000 else str(value)
 
 
 def field_docstrings(cls: type) -> dict[str, str]:
