@@ -42,11 +42,12 @@ import anyio
 
 from toolagent.engine import Engine, EngineConfig, HistoryQuery, Principal
 from toolagent.engine.principals import ApiKey
-from toolagent.engine.registry import Registry, ToolEntry
+from toolagent.engine.registry import Registry
+from toolagent.model.entry import ToolEntry
+from toolagent.model.spec import ToolResult, ToolSpec
 from toolagent.policy import Policy
 from toolagent.store import open_store
 from toolagent.tools.base import CallContext
-from toolagent.tools.spec import ToolResult, ToolSpec
 
 REPO = Path(__file__).resolve().parents[1]
 CATEGORY_OF = {"file": "file", "web": "web", "shell": "shell", "db": "database", "browser": "browser"}

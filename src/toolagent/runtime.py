@@ -29,19 +29,21 @@ from .engine.audit import AuditLog
 from .engine.config import EngineConfig
 from .engine.events import Event, EventBus
 from .engine.history import History, HistoryPage, HistoryQuery
-from .engine.limits import Clock, Limits, LimitStatus
+from .engine.limits import Clock, Limits
 from .engine.logs import log_events
 from .engine.metrics import Metrics, MetricsSnapshot
 from .engine.principals import Principal, Principals
 from .engine.reads import Reads, ToolDetails
-from .engine.registry import Registry, ToolEntry, ToolListing
+from .engine.registry import Registry, ToolListing
+from .model.bounds import ResultBounds
+from .model.entry import ToolEntry
+from .model.execution import Execution
+from .model.limits import LimitStatus
 from .policy import Policy
 from .settings import Settings
-from .store.execution_record import Execution
 from .store.executions import ExecutionStore, Owner
 from .store.history import Stats
 from .tools.base import CallContext
-from .tools.bounds import ResultBounds
 from .tools.cancellation import CANCEL_WAIT_S, Cancellation
 from .tools.catalogue import Catalogue
 from .tools.records import Recorder

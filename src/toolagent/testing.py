@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .engine.config import EngineConfig
-from .engine.registry import Registry, ToolEntry
+from .engine.registry import Registry
 from .errors import UnknownTool
+from .model.entry import ToolEntry
+from .model.spec import ToolResult, ToolSpec, split_name
 from .tools.base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
-from .tools.spec import ToolResult, ToolSpec, split_name
 
 if TYPE_CHECKING:
     from .engine.principals import Principal
@@ -182,4 +183,4 @@ async def test_runtime(
 __all__ = ["UNLIMITED", "StubToolSource", "as_result", "in_memory_pool", "temp_store", "test_runtime"]
 
 # A helper module, not a test module: keep pytest from collecting `test_runtime` as a test.
-test_runtime.__test__ = False  # type: ignore[attr-defined]
+test_runtime.__test__ = False  # type: ignore[attr-defined]  # pytest reads it off the function

@@ -16,23 +16,25 @@ import sys
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from datetime import datetime
+from typing import cast
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from ..engine import ExecutionDenied, Principal, ToolEntry
-from ..engine.permissions import CATEGORIES, DENIAL_DISABLED, DENIAL_LEVEL, levels_for, parse_category
+from ..engine.permissions import parse_category
 from ..errors import ArgumentsInvalid, BudgetExceeded, NotFound, RateLimited, UsageError
 from ..mcp.config import ServersConfig
+from ..model.execution import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
+from ..model.permissions import CATEGORIES, DENIAL_DISABLED, DENIAL_LEVEL, levels_for
+from ..model.spec import ToolResult
+from ..model.status import CallStatus, ExecutionStatus
 from ..policy import Decision
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
-from ..status import CallStatus, ExecutionStatus
 from ..store import Store
-from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
 from ..tools.base import CallContext, CallOutcome
-from ..tools.spec import ToolResult
 from ..tools.under_agent import under_agent
 from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
 
@@ -176,7 +178,7 @@ def tools_list(
             ]
             # Names are never cut; the description gets one line of what the other columns leave.
             fixed = [
-                max([len(h), *(len(r[k]) for r in rows)])
+                max([len(h), *(len(cast(str, r[k])) for r in rows)])  # the first four cells are text
                 for k, h in enumerate(("category", "tool", "risk", "you may run"))
             ]
             table = Table("category", "tool", "risk", "you may run")

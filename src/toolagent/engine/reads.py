@@ -13,16 +13,18 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, UsageError
+from ..model.entry import ToolEntry
+from ..model.execution import Execution
+from ..model.limits import LimitStatus
 from ..policy import Policy
-from ..store.execution_record import Execution
 from ..store.executions import ExecutionStore
 from ..store.history import Stats
 from .config import EngineConfig
 from .history import History, HistoryPage, HistoryQuery
-from .limits import Limits, LimitStatus
+from .limits import Limits
 from .metrics import Metrics, MetricsSnapshot, ToolMetrics, UserMetrics
 from .principals import Principal
-from .registry import ToolEntry, ToolListing
+from .registry import ToolListing
 
 if TYPE_CHECKING:
     from ..tools.catalogue import Catalogue

@@ -15,7 +15,7 @@ Risk, first source that answers:
 Category, first source that answers (each entry records which, as `category_source`): the
 engine config's `tools` entry or `ToolSpec.category` (`operator`), the server's name when it is a
 category (`file/read`: `server`), the table's flat names (`http_request` is web: `tool`), what
-`tools/category.py` infers from the server's name, the tool's name and title and its annotations
+`category.py` infers from the server's name, the tool's name and title and its annotations
 (`server`, `tool`, `annotations`), else `agent` (`default`). The verb table of step 2 of the risk
 order applies only to a category from the operator or the server's name: a category a server
 gives itself through its tools' names never lowers their risk. Unclassified tools are `agent` tools — capabilities an agent reaches through its
@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import ConfigError, NotFound
-from ..tools.category import infer_category
-from ..tools.spec import ToolSpec
+from ..model.entry import ToolEntry
+from ..model.permissions import CATEGORIES, RISKS
+from ..model.spec import ToolSpec
+from .category import infer_category
 from .config import EngineConfig
-from .permissions import CATEGORIES, RISKS
 
 #: Category of tools nothing classifies.
 FALLBACK_CATEGORY: Final = "agent"
@@ -159,63 +160,6 @@ def classify_risk(
             return "moderate", "annotations"
         return "dangerous", "annotations"
     return FALLBACK_RISK, "default"
-
-
-@dataclass(frozen=True)
-class ToolEntry:
-    """One registered tool: its spec plus what the engine decided about it."""
-
-    spec: ToolSpec
-    """The MCP layer's record (schema, server, annotations, timeout)."""
-    category: str
-    """One of the ten categories."""
-    risk: str
-    """`safe`, `moderate` or `dangerous`."""
-    risk_source: str
-    """Where the risk came from: `operator`, `table`, `annotations` or `default`."""
-    tags: tuple[str, ...] = ()
-    """Discovery tags (engine config)."""
-    version: str | None = None
-    """Version shown in listings (engine config)."""
-    deprecated: bool = False
-    """Left out of listings unless asked for."""
-    enabled: bool = True
-    """False: hidden, and every call is denied."""
-    category_source: str = "default"
-    """Where the category came from: `operator`, `server`, `tool`, `annotations` or `default`."""
-
-    @property
-    def name(self) -> str:
-        """The qualified name."""
-        return self.spec.name
-
-    def matches(self, search: str) -> bool:
-        """Case-insensitive substring of the name, title or description."""
-        needle = search.lower()
-        return any(needle in (text or "").lower() for text in (self.spec.name, self.spec.title, self.spec.description))
-
-    def to_json(self, *, runnable: bool | None = None) -> dict[str, Any]:
-        """API form (listTools / getToolDetails field names, plus the engine's own)."""
-        data: dict[str, Any] = {
-            "name": self.name,
-            "description": self.spec.description,
-            "inputSchema": self.spec.input_schema,
-            "category": self.category,
-            "categorySource": self.category_source,
-            "risk": self.risk,
-            "riskSource": self.risk_source,
-            "tags": list(self.tags),
-            "version": self.version,
-            "deprecated": self.deprecated,
-            "enabled": self.enabled,
-            "server": self.spec.server,
-            "title": self.spec.title,
-        }
-        if self.spec.output_schema is not None:
-            data["outputSchema"] = self.spec.output_schema
-        if runnable is not None:
-            data["runnable"] = runnable
-        return data
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from mcp import ClientSession, MCPError
 from mcp.types import Tool, ToolListChangedNotification
 
 from ..errors import ServerUnavailable
-from ..tools.spec import ToolSpec
+from ..model.spec import ToolSpec
 from .config import HttpServer, ServerParams, ServersConfig
 from .connect import connect
 from .diagnose import HttpTrace, stderr_summary
@@ -227,7 +227,7 @@ class SessionPool:
                 log.debug("server %s transport error: %s", server.name, message)
 
         try:
-            opener = self.connector or connect
+            opener: Callable[..., contextlib.AbstractAsyncContextManager[ClientSession]] = self.connector or connect
             extra = {"trace": server.trace} if server.trace is not None else {}
             async with opener(server.params, errlog=server.errlog, message_handler=on_message, **extra) as session:
                 server.session = session

@@ -2,7 +2,7 @@
 
 1. the operator left the tool enabled (`decided_by="operator"`);
 2. for BUILD steps and calls under an agent, the tool is in the agent's tool list (`agent`);
-3. the caller's level covers the tool's risk (`matrix`, the table in `engine/permissions.py`);
+3. the caller's level covers the tool's risk (`matrix`, the table in `model/permissions.py`);
 4. the API key in use, if any, is active and its scopes cover the tool's category (`api_key`).
 
 With no API key in the context, the principal's own key categories (`Principal.categories`, set
@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from ..engine.permissions import (
+from ..model.permissions import (
     DENIAL_DISABLED,
     DENIAL_KEY_REVOKED,
     DENIAL_KEY_SCOPE,

@@ -26,12 +26,12 @@ import anyio
 from .._aio import task_group
 from .._evolve import evolve
 from ..errors import PolicyError, ToolAgentError
-from ..status import CallStatus, StepStatus
+from ..model.bounds import ResultBounds
+from ..model.spec import ToolResult, ToolSpec
+from ..model.status import CallStatus, StepStatus
 from ..store import Store
 from ..store.db import utcnow
 from ..tools.base import CallContext, CallOutcome
-from ..tools.bounds import ResultBounds
-from ..tools.spec import ToolResult, ToolSpec
 from ..tools.stack import ToolStack
 from .deliverable import render_deliverable
 from .flow import FlowCap, fill_required, result_view
@@ -240,7 +240,8 @@ class BuildRunner:
                 else None
             )
         with anyio.CancelScope(shield=True):
-            return await self._finish(ctx, status, error)
+            outcome = await self._finish(ctx, status, error)
+        return outcome
 
     async def _finish(self, ctx: _Run, status: str, error: str | None) -> RunOutcome:
         ended = utcnow()

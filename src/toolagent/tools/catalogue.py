@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from ..engine.config import EngineConfig
 from ..engine.permissions import parse_category
-from ..engine.registry import Registry, ToolEntry, ToolListing
+from ..engine.registry import Registry, ToolListing
 from ..errors import ServerUnavailable
-from ..tools.spec import ToolSpec
+from ..model.entry import ToolEntry
+from ..model.spec import ToolSpec
 from .base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
 
 if TYPE_CHECKING:

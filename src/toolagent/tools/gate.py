@@ -15,13 +15,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._evolve import evolve
-from ..engine.permissions import ExecutionDenied
 from ..engine.principals import Principals
+from ..errors import ExecutionDenied
+from ..model.execution import Execution
+from ..model.status import CallStatus
 from ..policy import Decision, Policy
-from ..status import CallStatus
 from ..store.batch import read_once
 from ..store.db import Connection
-from ..store.execution_record import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 from .records import Recorder
 

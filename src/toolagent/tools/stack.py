@@ -34,12 +34,12 @@ from typing import Any
 
 from ..engine.executions import new_execution_id, resolve_timeout_ms
 from ..engine.limits import Limits
-from ..engine.registry import ToolEntry
 from ..errors import ToolAgentError
+from ..model.bounds import DEFAULT_MAX_RESULT_BYTES
+from ..model.entry import ToolEntry
+from ..model.status import CallStatus
 from ..policy import Policy
-from ..status import CallStatus
 from .base import CallContext, CallOutcome, ToolCall, ToolSource
-from .bounds import DEFAULT_MAX_RESULT_BYTES
 from .cancellation import Cancellation
 from .gate import GateSource
 from .limited import LimitedSource

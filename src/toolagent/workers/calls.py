@@ -22,11 +22,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..engine.executions import new_execution_id, resolve_timeout_ms
-from ..engine.registry import ToolEntry
 from ..errors import ToolAgentError
-from ..status import CallStatus, ExecutionStatus
+from ..model.entry import ToolEntry
+from ..model.execution import Execution
+from ..model.status import CallStatus, ExecutionStatus
 from ..store.db import Connection, utcnow
-from ..store.execution_record import Execution
 from ..store.executions import ExecutionStore
 from ..store.queued_calls import QueuedCallStore
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
@@ -71,7 +71,9 @@ def _take(conn: Connection, execution: Execution) -> None:
 
 def queued_call_stack(runtime: Runtime) -> ToolSource:
     """The runtime's tool layers over its catalogue, with the record layer that admits queued calls."""
-    recorder = Recorder(runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events, None)  # type: ignore[arg-type] - no process id on the row: the heartbeat says who runs it
+    recorder = Recorder(
+        runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events, None
+    )  # no owner: the heartbeat says who runs it
     return build_tool_stack(
         runtime.catalogue,
         recorder=recorder,

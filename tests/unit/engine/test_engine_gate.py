@@ -15,20 +15,14 @@ import pytest
 import yaml
 
 from toolagent.engine.config import EngineConfig
-from toolagent.engine.permissions import (
-    LEVELS,
-    RISKS,
-    can_run,
-    parse_scope,
-    required_for,
-    scopes_allow,
-)
+from toolagent.engine.permissions import parse_scope
 from toolagent.engine.principals import Principal
 from toolagent.engine.registry import Registry, category_with_source, classify_category, classify_risk
 from toolagent.errors import ConfigError, UsageError
 from toolagent.mcp.config import ServersConfig
+from toolagent.model.permissions import LEVELS, RISKS, can_run, required_for, scopes_allow
+from toolagent.model.spec import ToolSpec
 from toolagent.policy import Policy
-from toolagent.tools.spec import ToolSpec
 
 ALLOWED = {
     ("view_only", "safe"): False,

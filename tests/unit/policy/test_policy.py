@@ -10,12 +10,12 @@ from itertools import product
 
 import pytest
 
-from toolagent.engine.permissions import CATEGORIES, LEVELS, RISKS, scope_categories
 from toolagent.engine.principals import ApiKey, Principal
-from toolagent.engine.registry import ToolEntry
+from toolagent.model.entry import ToolEntry
+from toolagent.model.permissions import CATEGORIES, LEVELS, RISKS, scope_categories
+from toolagent.model.spec import ToolSpec
 from toolagent.policy import ALLOW, Decision, Policy
 from toolagent.tools.base import CallContext
-from toolagent.tools.spec import ToolSpec
 
 ALLOWED = {
     ("view_only", "safe"): False,
