@@ -1,5 +1,6 @@
 """Render the manual's generated references from the code: the environment-variable tables (from
-the pydantic-settings classes, in one table) and the command-line reference (from the Typer app).
+the pydantic-settings classes, in one table), the layers diagram (from the import-linter
+contract in pyproject.toml) and the command-line reference (from the Typer app).
 
 Each generated part sits in a page between `<!-- generated: NAME -->` and `<!-- end generated -->`;
 `scripts/gen-docs` rewrites those parts, `scripts/gen-docs --check` exits 1 when a committed page
@@ -43,8 +44,8 @@ TOOLAGENT_DEFAULTS: dict[str, str] = {
     "job_retention_s": "toolagent.workers.app:DEFAULT_JOB_RETENTION_S",
     "audit_key": "none: the audit chain is unkeyed",
     "audit_key_file": "none",
-    "max_result_bytes": "toolagent.tools.bounds:DEFAULT_MAX_RESULT_BYTES",
-    "max_deliverable_bytes": "toolagent.tools.bounds:DEFAULT_MAX_DELIVERABLE_BYTES",
+    "max_result_bytes": "toolagent.model.bounds:DEFAULT_MAX_RESULT_BYTES",
+    "max_deliverable_bytes": "toolagent.model.bounds:DEFAULT_MAX_DELIVERABLE_BYTES",
     "sql_tools_require_agent": "`false`",
     "commit_window_ms": "toolagent.store.batch:DEFAULT_WINDOW_S*1000",
     "commit_batch_max": "toolagent.store.batch:DEFAULT_MAX_SIZE",
@@ -223,10 +224,35 @@ def cli_reference() -> str:
     return "\n".join(out).rstrip()
 
 
+def layers_diagram() -> str:
+    """The import-linter layers contract of pyproject.toml as a diagram, top layer first, each
+    package with the first sentence of its docstring."""
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
+    out = ["```text"]
+    for depth, layer in enumerate(layers):
+        packages = [name.strip() for name in layer.split("|")]
+        for index, package in enumerate(packages):
+            doc = (importlib.import_module(package).__doc__ or "").strip().split("\n\n")[0]
+            sentence = " ".join(doc.split()).split(". ")[0].rstrip(".")
+            sentence = sentence if len(sentence) <= 100 else sentence[:99].rstrip() + "…"
+            short = package.removeprefix("toolagent.")
+            marker = f"{depth + 1:>2}" if index == 0 else "  "
+            out.append(f"{marker}  {short:<14} {sentence}")
+        if depth < len(layers) - 1:
+            out.append("    |")
+    out.append("```")
+    return "\n".join(out)
+
+
 #: Each generated part: its name, the page that holds it, and what renders it.
 PARTS: dict[str, tuple[str, Callable[[], str]]] = {
     "env": ("operations/configuration.md", env_table),
     "cli": ("cli.md", cli_reference),
+    "layers": ("architecture.md", layers_diagram),
 }
 
 
