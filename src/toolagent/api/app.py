@@ -126,10 +126,10 @@ def create_app(
     async def ready(request: Request) -> Response:
         """200 when the store answers and servers are configured, else 503 with the reason."""
         svc: Services = request.app.state.services
-        checks: dict[str, Any] = {"servers": list(svc.pool.server_names)}
+        checks: dict[str, Any] = {"servers": list(svc.runtime.catalogue.server_names)}
         try:
             checks["schemaVersion"] = await svc.store.db.schema_version()
-            ok = bool(svc.pool.server_names)
+            ok = bool(svc.runtime.catalogue.server_names)
             if not ok:
                 checks["reason"] = "no MCP servers configured"
         except Exception as exc:  # noqa: BLE001 - readiness reports any failure as not ready

@@ -117,7 +117,7 @@ async def tool_entry(svc: Services, name: str) -> ToolEntry:
         NotFound: no such tool.
     """
     namespace, tool = split_name(name)
-    if not tool or namespace not in svc.pool.server_names:
+    if not tool or namespace not in svc.runtime.catalogue.server_names:
         raise NotFound(f"tool '{name}' not found: list the tools with GET /api/tools (names are `server/tool`)")
     try:
         return await svc.runtime.tools.resolve(name)

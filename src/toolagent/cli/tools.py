@@ -152,8 +152,7 @@ def tools_list(
         servers = ServersConfig.load(state.servers)
         async with cli_runtime(servers) as (runtime, me):
             if server is not None:
-                assert runtime.pool is not None
-                runtime.catalogue.add(await runtime.pool.list_tools(server))
+                await runtime.catalogue.refresh_one(server)
                 errors: dict[str, str] = {}
             else:
                 errors = await runtime.catalogue.refresh()

@@ -38,7 +38,7 @@ from ..errors import BudgetExceeded, RateLimited
 from ..model.execution import Execution
 from ..model.limits import LimitStatus
 from ..model.redaction import redact, remember_secrets
-from ..model.status import AuditOutcome, CallStatus, ExecutionStatus
+from ..model.status import AUDIT_OUTCOME_OF, AuditOutcome, CallStatus, ExecutionStatus
 from ..policy import Decision
 from ..settings import Settings
 from ..store.batch import DEFAULT_MAX_SIZE, DEFAULT_WINDOW_S, GroupCommit
@@ -90,7 +90,7 @@ def outcome_entry(execution: Execution) -> AuditEntry:
         reason=_under_agent(execution, execution.reason or execution.error),
         arguments=execution.arguments,
         spelled_arguments=execution.audit_arguments,
-        outcome=execution.status,  # type: ignore[arg-type]  # a final status: each is an AuditOutcome value
+        outcome=AUDIT_OUTCOME_OF[execution.status],
         started_at=execution.started_at,
         ended_at=execution.ended_at,
         duration_ms=execution.duration_ms,

@@ -14,7 +14,8 @@ From the outside in:
 5. retries (`retry.py`): only what is safe to repeat, each attempt inside the same deadline.
 6. SQL guard (`sqlguard.py`): the agent's `security` block.
 7. argument schema check (`schema.py`): once per call.
-8. the catalogue (`catalogue.py`) over the MCP servers, or any other innermost source.
+8. the catalogue (`catalogue.py`): the classified tools of the leaf sources, the MCP servers and
+   the `python` servers of mcp.json (`combined.py`, `function_source.py`).
 
 The SQL guard and the schema check need no I/O and judge the call itself, not the caller, so
 `ToolStack.call` runs them (`ToolSource.check`) before the call enters the gate: a malformed call
