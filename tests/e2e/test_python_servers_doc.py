@@ -1,4 +1,4 @@
-"""The example of docs/_incoming/python-servers.md runs as written: its module, mcp.json and agent
+"""The example of docs/python-servers.md runs as written: its module, mcp.json and agent
 files, then its commands through bash in a fresh directory with a fresh store; a missing module
 fails with the message the page shows."""
 
@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(300)
-PAGE = REPO_ROOT / "docs" / "_incoming" / "python-servers.md"
+PAGE = REPO_ROOT / "docs" / "python-servers.md"
 BIN = Path(sys.executable).parent
 
 

@@ -1,4 +1,4 @@
-"""Settings: every environment variable is declared in a settings model, and the README's
+"""Settings: every environment variable is declared in a settings model, and the manual's
 variable tables list exactly those."""
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ from toolagent.settings import Settings
 _NAME = re.compile(r"`([A-Z][A-Z0-9_]+)`")
 
 
-def readme_variables() -> set[str]:
-    """The names in the first column of every README table whose header starts with `variable`."""
+def documented_variables() -> set[str]:
+    """The names in the first column of every table of README.md and docs/ whose header starts with
+    `variable`."""
     names: set[str] = set()
     in_table = False
-    for line in (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
+    lines = [line for page in pages for line in ["", *page.read_text(encoding="utf-8").splitlines()]]
+    for line in lines:
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
         if not cells:
             in_table = False
@@ -30,9 +33,9 @@ def readme_variables() -> set[str]:
     return names
 
 
-def test_the_readme_tables_list_exactly_the_declared_variables() -> None:
+def test_the_manual_tables_list_exactly_the_declared_variables() -> None:
     declared = set(Settings.env_names()) | set(SupabaseSettings.env_names())
-    assert readme_variables() == declared
+    assert documented_variables() == declared
 
 
 def test_settings_read_the_process_environment_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
