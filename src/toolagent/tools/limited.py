@@ -32,7 +32,12 @@ class LimitedSource(WrappedSource):
 
         def count(conn: Connection, execution: Execution) -> list[LimitStatus]:
             return self.limits.consume(
-                conn, principal.name, principal.plan, tool=execution.tool, category=execution.category
+                conn,
+                principal.name,
+                principal.plan,
+                tool=execution.tool,
+                category=execution.category,
+                local_operator=principal.local_operator,
             )
 
         return await self.inner.call_tool(evolve(call, admission=(*call.admission, count)), ctx)
