@@ -17,12 +17,13 @@ naming it; `${VAR:-default}` gives a default). A tool's namespace is its server'
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ..data import servers_file
 from ..errors import EnvVarMissing, ServerConfigError
@@ -138,6 +139,13 @@ class ServersConfig(BaseModel):
     connect_timeout_s: float | None = Field(
         default=None, gt=0, description="Default `connect_timeout_s` of every server (else 60 s)."
     )
+    include: list[str] = Field(
+        default_factory=list,
+        description="Other server config files whose servers join this file's (paths relative to this file); "
+        "a server name defined twice is an error naming both files.",
+    )
+    _files: dict[str, str] = PrivateAttr(default_factory=dict)
+    """The file each server was read from (empty for a config not read from files)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -185,22 +193,61 @@ class ServersConfig(BaseModel):
             path = ".".join(str(p) for p in first["loc"] if p not in ("StdioServer", "HttpServer", "stdio", "http"))
             raise ServerConfigError(first["msg"], source=source, path=path or None) from exc
 
+    @property
+    def files(self) -> list[str]:
+        """The files this config was read from, in reading order (none when not read from files)."""
+        return list(dict.fromkeys(self._files.values()))
+
+    def file_of(self, server: str) -> str | None:
+        """The file `server` was defined in."""
+        return self._files.get(server)
+
     @classmethod
     def load(cls, path: str | None = None) -> ServersConfig:
         """Read `path`, else `TOOLAGENT_MCP_CONFIG`, else `./mcp.json`, else the one shipped in the package.
 
+        `path` (and the variable) may list several files separated by `os.pathsep` (`:`; `;` on
+        Windows), as `--servers` given more than once does; each file's `include` list is read
+        too. Their servers are merged; a name defined in two files is an error naming both.
+
         Raises:
-            ServerConfigError: unreadable or invalid file.
+            ServerConfigError: unreadable or invalid file, an include cycle, or a server defined twice.
         """
-        chosen = path or Settings.from_env().mcp_config
-        if chosen is None:
-            candidates = [Path(DEFAULT_CONFIG_FILE), servers_file()]
-            found = next((c for c in candidates if c.is_file()), None)
-            if found is None:
-                raise ServerConfigError(
-                    f"no MCP server config: create {DEFAULT_CONFIG_FILE} or pass --servers FILE (or set {CONFIG_ENV})"
-                )
-            chosen = str(found)
+        chosen, _ = config_file(path)
+        files = [f for f in chosen.split(os.pathsep) if f]
+        merged: dict[str, ServerParams] = {}
+        origins: dict[str, str] = {}
+        for file in files:
+            _merge(merged, origins, cls._load_with_includes(file, chain=()))
+        config = cls(mcpServers=merged)
+        config._files = origins
+        return config
+
+    @classmethod
+    def _load_with_includes(cls, file: str, *, chain: tuple[Path, ...]) -> ServersConfig:
+        where = Path(file).resolve()
+        if where in chain:
+            cycle = " -> ".join(str(p) for p in (*chain, where))
+            raise ServerConfigError(f"include cycle: {cycle}; remove one of these includes", source=file)
+        config = cls._load_file(file)
+        # A file's top-level connect_timeout_s is its own servers' default, not the merged whole's.
+        servers = {
+            name: params
+            if params.connect_timeout_s or not config.connect_timeout_s
+            else params.model_copy(update={"connect_timeout_s": config.connect_timeout_s})
+            for name, params in config.mcpServers.items()
+        }
+        merged, origins = dict(servers), dict.fromkeys(servers, file)
+        for included in config.include:
+            target = included if Path(included).is_absolute() else str(where.parent / included)
+            _merge(merged, origins, cls._load_with_includes(target, chain=(*chain, where)))
+        result = cls(mcpServers=merged)
+        result._files = origins
+        return result
+
+    @classmethod
+    def _load_file(cls, chosen: str) -> ServersConfig:
+        """One file, validated, its relative `cwd`s resolved (its includes not read)."""
         try:
             text = Path(chosen).read_text(encoding="utf-8")
         except OSError as exc:
@@ -220,6 +267,49 @@ class ServersConfig(BaseModel):
         return config.model_copy(
             update={"mcpServers": {k: _resolve_cwd(v, base) for k, v in config.mcpServers.items()}}
         )
+
+
+ConfigOrigin = Literal["given", "environment", "working directory", "shipped"]
+
+
+def config_file(path: str | None = None) -> tuple[str, ConfigOrigin]:
+    """The server config file `load(path)` reads, and why that one: `path` (`given`), else
+    `TOOLAGENT_MCP_CONFIG` (`environment`), else `./mcp.json` (`working directory`), else the one
+    shipped in the package (`shipped`).
+
+    Raises:
+        ServerConfigError: none of them exists.
+    """
+    if path:
+        return path, "given"
+    env = Settings.from_env().mcp_config
+    if env:
+        return env, "environment"
+    if Path(DEFAULT_CONFIG_FILE).is_file():
+        return DEFAULT_CONFIG_FILE, "working directory"
+    if servers_file().is_file():
+        return str(servers_file()), "shipped"
+    raise ServerConfigError(
+        f"no MCP server config: create {DEFAULT_CONFIG_FILE} or pass --servers FILE (or set {CONFIG_ENV})"
+    )
+
+
+def _merge(into: dict[str, ServerParams], origins: dict[str, str], other: ServersConfig) -> None:
+    """Add `other`'s servers to `into` (and their files to `origins`).
+
+    Raises:
+        ServerConfigError: a server name is taken already.
+    """
+    for name, params in other.mcpServers.items():
+        if name in into:
+            first, second = origins[name], other.file_of(name) or "<config>"
+            raise ServerConfigError(
+                f"server '{name}' is defined in both {first} and {second}: its name is its tools' namespace, "
+                "so rename it in one file (or remove it from one)",
+                source=second,
+            )
+        into[name] = params
+        origins[name] = other.file_of(name) or "<config>"
 
 
 def _resolve_cwd(server: ServerParams, base: Path) -> ServerParams:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -117,3 +118,54 @@ def test_repo_config_configures_the_supabase_server() -> None:
     server = cfg.mcpServers["supabase"]
     assert isinstance(server, StdioServer) and server.args == ["-m", "toolagent.servers.supabase"]
     assert server.risk == "safe" and "execute-sql" in server.sql_tools
+
+
+# -- several files: --servers given twice, `include` ---------------------------------------------
+
+
+def _write(path: Path, servers: dict[str, object], **top: object) -> str:
+    path.write_text(json.dumps({"mcpServers": servers, **top}))
+    return str(path)
+
+
+def test_several_files_merge_and_each_server_knows_its_file(tmp_path: Path) -> None:
+    mine = _write(tmp_path / "mine.json", {"mine": {"command": "node", "args": ["x.js"]}}, connect_timeout_s=9)
+    shipped = _write(tmp_path / "shipped.json", {"supabase": {"command": "python", "connect_timeout_s": 3}})
+    config = ServersConfig.load(os.pathsep.join([mine, shipped]))
+    assert list(config.enabled) == ["mine", "supabase"]
+    assert (config.file_of("mine"), config.file_of("supabase")) == (mine, shipped)
+    assert config.files == [mine, shipped]
+    # A file's top-level connect timeout stays its own servers' default.
+    assert config.mcpServers["mine"].connect_timeout_s == 9
+    assert config.mcpServers["supabase"].connect_timeout_s == 3
+
+
+def test_a_server_defined_in_two_files_is_an_error_naming_both(tmp_path: Path) -> None:
+    one = _write(tmp_path / "one.json", {"db": {"command": "a"}})
+    two = _write(tmp_path / "two.json", {"db": {"url": "http://127.0.0.1:9/mcp"}})
+    with pytest.raises(ServerConfigError) as caught:
+        ServersConfig.load(os.pathsep.join([one, two]))
+    assert f"server 'db' is defined in both {one} and {two}" in caught.value.message
+    assert "rename it in one file" in caught.value.message
+
+
+def test_include_reads_other_files_relative_to_the_including_one(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    _write(tmp_path / "shared" / "base.json", {"base": {"command": "b", "cwd": "work"}})
+    top = _write(tmp_path / "mcp.json", {"mine": {"command": "m"}}, include=["shared/base.json"])
+    config = ServersConfig.load(top)
+    assert list(config.enabled) == ["mine", "base"]
+    assert config.file_of("base") == str(tmp_path / "shared" / "base.json")
+    # A relative cwd is relative to the file that defines the server.
+    assert config.mcpServers["base"].cwd == str(tmp_path / "shared" / "work")  # type: ignore[union-attr]
+
+
+def test_an_include_cycle_and_an_included_collision_are_refused(tmp_path: Path) -> None:
+    a = _write(tmp_path / "a.json", {"x": {"command": "x"}}, include=["b.json"])
+    _write(tmp_path / "b.json", {"y": {"command": "y"}}, include=["a.json"])
+    with pytest.raises(ServerConfigError, match="include cycle: .*a.json -> .*b.json -> .*a.json"):
+        ServersConfig.load(a)
+    c = _write(tmp_path / "c.json", {"x": {"command": "x"}}, include=["d.json"])
+    _write(tmp_path / "d.json", {"x": {"command": "other"}})
+    with pytest.raises(ServerConfigError, match=r"server 'x' is defined in both .*c.json and .*d.json"):
+        ServersConfig.load(c)
