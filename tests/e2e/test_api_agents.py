@@ -345,6 +345,20 @@ def test_invalid_build_body_is_400_naming_each_field(
     assert fields(error) == expected_fields, error
 
 
+def test_an_unknown_body_field_is_answered_with_the_field_it_is_closest_to(as_user: dict[str, httpx.Client]) -> None:
+    bob = as_user["bob"]
+    error = assert_error(build(bob, "chain", toolparams={}), 400, "BAD_REQUEST")
+    assert error["error"]["details"] == [
+        {"field": "toolparams", "message": "Extra inputs are not permitted; did you mean 'toolParams'?"}
+    ]
+    body = agent_body(definition("typo", ["probe/echo"]))
+    body["description_"] = body.pop("display_name")
+    error = assert_error(bob.put("/api/agents/demo/typo", json=body), 400, "BAD_REQUEST", "did you mean 'description'?")
+    # Nothing close: no guess.
+    error = assert_error(build(bob, "chain", zzzz=1), 400, "BAD_REQUEST")
+    assert error["error"]["details"] == [{"field": "zzzz", "message": "Extra inputs are not permitted"}]
+
+
 def test_build_of_an_unknown_agent_is_404(as_user: dict[str, httpx.Client]) -> None:
     assert_error(build(as_user["bob"], "nothing"), 404, "NOT_FOUND", "demo/nothing")
 
