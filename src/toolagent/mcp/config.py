@@ -11,7 +11,13 @@
 ```
 
 `${VAR}` anywhere in a string is replaced from the environment (a missing variable is an error
-naming it; `${VAR:-default}` gives a default). A tool's namespace is its server's name.
+naming it; `${VAR:-default}` gives a default). `${file:PATH}` is replaced by the contents of a
+file (relative to the config file; one trailing newline dropped) and `${secret:NAME}` by the file
+NAME in the secrets directory: the top-level `secrets_dir`, else `/run/secrets`, where Docker
+mounts secrets (Kubernetes mounts a Secret wherever its volume says: set `secrets_dir` to that).
+A missing secret is an error naming it when the config loads, never later; secret values are
+kept in memory only (no store row, log line, `repr` or error message holds them).
+A tool's namespace is its server's name.
 """
 
 from __future__ import annotations
@@ -37,32 +43,91 @@ DEFAULT_CONFIG_FILE = "mcp.json"
 #: Risk levels an operator may assign.
 Risk = Literal["safe", "moderate", "dangerous"]
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+#: Where `${secret:NAME}` looks when the config sets no `secrets_dir` (Docker's mount point).
+DEFAULT_SECRETS_DIR = "/run/secrets"
+
+# One pass over each string, so a value substituted in (an environment variable holding
+# `${file:/etc/shadow}`, say) is never expanded again.
+_REF = re.compile(
+    r"\$\{(?:(?P<kind>file|secret):(?P<target>[^}]*?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*))(?::-(?P<default>[^}]*))?\}"
+)
 
 
-def expand_env(value: Any, *, where: str, environ: dict[str, str] | None = None) -> Any:
-    """Replace `${VAR}` in every string of `value`.
+def expand_env(
+    value: Any,
+    *,
+    where: str,
+    environ: dict[str, str] | None = None,
+    base: Path | None = None,
+    secrets_dir: str | None = None,
+) -> Any:
+    """Replace `${VAR}`, `${file:PATH}` and `${secret:NAME}` in every string of `value`.
+
+    Args:
+        value: parsed JSON.
+        where: its path, for messages.
+        environ: the variables (default: the process environment).
+        base: the folder a relative `${file:PATH}` is relative to (default: the working directory).
+        secrets_dir: the folder of `${secret:NAME}` (default `DEFAULT_SECRETS_DIR`).
 
     Raises:
         EnvVarMissing: a referenced variable is unset and has no default.
+        ServerConfigError: a referenced secret file is missing or unreadable (naming it, not its value).
     """
     env = settings_environ() if environ is None else environ
     if isinstance(value, str):
 
         def sub(m: re.Match[str]) -> str:
-            name, default = m.group(1), m.group(2)
+            name, default, kind = m.group("name"), m.group("default"), m.group("kind")
+            if kind is not None:
+                return _read_secret(kind, m.group("target"), default, where=where, base=base, secrets_dir=secrets_dir)
             if name in env:
                 return env[name]
             if default is not None:
                 return default
             raise EnvVarMissing(name, source=where)
 
-        return _VAR.sub(sub, value)
+        return _REF.sub(sub, value)
+    kw: dict[str, Any] = {"environ": environ, "base": base, "secrets_dir": secrets_dir}
     if isinstance(value, dict):
-        return {k: expand_env(v, where=f"{where}.{k}", environ=environ) for k, v in value.items()}
+        return {k: expand_env(v, where=f"{where}.{k}", **kw) for k, v in value.items()}
     if isinstance(value, list):
-        return [expand_env(v, where=f"{where}[{i}]", environ=environ) for i, v in enumerate(value)]
+        return [expand_env(v, where=f"{where}[{i}]", **kw) for i, v in enumerate(value)]
     return value
+
+
+def _read_secret(
+    kind: str, target: str, default: str | None, *, where: str, base: Path | None, secrets_dir: str | None
+) -> str:
+    """The contents of a `${file:PATH}` or `${secret:NAME}` reference, without one trailing newline."""
+    target = target.strip()
+    if kind == "secret":
+        if not target or "/" in target or "\\" in target or target in (".", ".."):
+            raise ServerConfigError(
+                f"${{secret:{target}}} must name a file in the secrets directory (no '/')", source=where
+            )
+        path = Path(secrets_dir or DEFAULT_SECRETS_DIR) / target
+    else:
+        if not target:
+            raise ServerConfigError("${file:} needs a path, e.g. ${file:/run/secrets/token}", source=where)
+        path = Path(target).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = base / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if default is not None:
+            return default
+        what = f"secret '{target}'" if kind == "secret" else "secret file"
+        raise ServerConfigError(
+            f"{what} {path} does not exist: create or mount it"
+            + (" (or set secrets_dir to where your secrets are mounted)" if kind == "secret" else ""),
+            source=where,
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise ServerConfigError(f"secret file {path} cannot be read: {reason}", source=where) from None
+    return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
 
 
 class _ServerBase(BaseModel):
@@ -107,7 +172,7 @@ class StdioServer(_ServerBase):
     transport: Literal["stdio"] = "stdio"
     command: str = Field(min_length=1, description="Program to start; `python` means this interpreter.")
     args: list[str] = Field(default_factory=list, description="Its arguments.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    env: dict[str, str] = Field(default_factory=dict, repr=False, description="Extra environment variables.")
     cwd: str | None = Field(default=None, description="Working directory.")
 
     @field_validator("command")
@@ -123,7 +188,9 @@ class HttpServer(_ServerBase):
 
     transport: Literal["http"] = "http"
     url: str = Field(pattern=r"^https?://", description="Endpoint URL, e.g. http://127.0.0.1:8765/mcp.")
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. Authorization).")
+    headers: dict[str, str] = Field(
+        default_factory=dict, repr=False, description="Extra HTTP headers (e.g. Authorization)."
+    )
 
 
 ServerParams = StdioServer | HttpServer
@@ -143,6 +210,10 @@ class ServersConfig(BaseModel):
         default_factory=list,
         description="Other server config files whose servers join this file's (paths relative to this file); "
         "a server name defined twice is an error naming both files.",
+    )
+    secrets_dir: str | None = Field(
+        default=None,
+        description=f"The folder `${{secret:NAME}}` reads NAME from (default {DEFAULT_SECRETS_DIR}); relative to this file.",
     )
     _files: dict[str, str] = PrivateAttr(default_factory=dict)
     """The file each server was read from (empty for a config not read from files)."""
@@ -178,14 +249,27 @@ class ServersConfig(BaseModel):
         return {k: v for k, v in self.mcpServers.items() if not v.disabled}
 
     @classmethod
-    def from_data(cls, data: Any, *, source: str = "<config>", environ: dict[str, str] | None = None) -> ServersConfig:
-        """Validate parsed JSON, expanding `${VAR}` first.
+    def from_data(
+        cls, data: Any, *, source: str = "<config>", environ: dict[str, str] | None = None, base: Path | None = None
+    ) -> ServersConfig:
+        """Validate parsed JSON, expanding `${VAR}`, `${file:PATH}` and `${secret:NAME}` first.
+
+        Args:
+            data: the parsed file.
+            source: its name, for messages.
+            environ: the variables (default: the process environment).
+            base: the folder relative paths are relative to (the config file's).
 
         Raises:
-            ServerConfigError: with the field path and what to change.
+            ServerConfigError: with the field path and what to change (a missing secret named).
             EnvVarMissing: a referenced variable is not set.
         """
-        data = expand_env(data, where=source, environ=environ)
+        secrets_dir = None
+        if isinstance(data, dict) and isinstance(data.get("secrets_dir"), str):
+            secrets_dir = expand_env(data["secrets_dir"], where=f"{source}: secrets_dir", environ=environ, base=base)
+            if base is not None and not Path(secrets_dir).is_absolute():
+                secrets_dir = str(base / secrets_dir)
+        data = expand_env(data, where=source, environ=environ, base=base, secrets_dir=secrets_dir)
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -262,8 +346,8 @@ class ServersConfig(BaseModel):
             raise ServerConfigError(
                 f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=chosen
             ) from exc
-        config = cls.from_data(data, source=chosen)
         base = Path(chosen).resolve().parent
+        config = cls.from_data(data, source=chosen, base=base)
         return config.model_copy(
             update={"mcpServers": {k: _resolve_cwd(v, base) for k, v in config.mcpServers.items()}}
         )

@@ -169,3 +169,54 @@ def test_an_include_cycle_and_an_included_collision_are_refused(tmp_path: Path) 
     _write(tmp_path / "d.json", {"x": {"command": "other"}})
     with pytest.raises(ServerConfigError, match=r"server 'x' is defined in both .*c.json and .*d.json"):
         ServersConfig.load(c)
+
+
+# -- secrets: ${file:PATH}, ${secret:NAME} --------------------------------------------------------
+
+
+def test_file_and_secret_references_read_files_relative_to_the_config(tmp_path: Path) -> None:
+    (tmp_path / "token.txt").write_text("s3cret-from-file\n")
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "api_key").write_text("s3cret-from-dir")
+    path = _write(
+        tmp_path / "mcp.json",
+        {
+            "a": {"command": "a", "env": {"TOKEN": "${file:token.txt}", "KEY": "${secret:api_key}"}},
+            "b": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${secret:api_key}"}},
+        },
+        secrets_dir="secrets",
+    )
+    config = ServersConfig.load(path)
+    a, b = config.mcpServers["a"], config.mcpServers["b"]
+    assert isinstance(a, StdioServer) and a.env == {"TOKEN": "s3cret-from-file", "KEY": "s3cret-from-dir"}
+    assert isinstance(b, HttpServer) and b.headers == {"Authorization": "Bearer s3cret-from-dir"}
+    # Values stay out of every printed form of the config.
+    assert "s3cret" not in repr(config) and "s3cret" not in str(config.mcpServers)
+
+
+def test_a_missing_secret_is_an_error_naming_it_when_the_config_loads(tmp_path: Path) -> None:
+    path = _write(tmp_path / "mcp.json", {"a": {"command": "a", "env": {"KEY": "${secret:api_key}"}}}, secrets_dir="s")
+    with pytest.raises(ServerConfigError) as caught:
+        ServersConfig.load(path)
+    message = caught.value.message
+    assert f"secret 'api_key' {tmp_path / 's' / 'api_key'} does not exist: create or mount it" in message
+    assert "mcpServers.a.env.KEY" in message
+    path = _write(tmp_path / "mcp.json", {"a": {"command": "a", "env": {"KEY": "${file:/nonexistent/key}"}}})
+    with pytest.raises(ServerConfigError, match="secret file /nonexistent/key does not exist"):
+        ServersConfig.load(path)
+    # A default stands in for a missing file, as for a variable; `/` cannot leave the secrets directory.
+    path = _write(tmp_path / "mcp.json", {"a": {"command": "a", "env": {"KEY": "${secret:none:-}"}}})
+    assert ServersConfig.load(path).mcpServers["a"].env == {"KEY": ""}  # type: ignore[union-attr]
+    path = _write(tmp_path / "mcp.json", {"a": {"command": "a", "env": {"KEY": "${secret:../etc/passwd}"}}})
+    with pytest.raises(ServerConfigError, match="must name a file in the secrets directory"):
+        ServersConfig.load(path)
+
+
+def test_a_substituted_value_is_never_expanded_again(tmp_path: Path) -> None:
+    (tmp_path / "private").write_text("do not read")
+    cfg = ServersConfig.from_data(
+        {"mcpServers": {"a": {"command": "a", "env": {"X": "${INNER}"}}}},
+        environ={"INNER": "${file:private}"},
+        base=tmp_path,
+    )
+    assert cfg.mcpServers["a"].env == {"X": "${file:private}"}  # type: ignore[union-attr]
