@@ -19,7 +19,7 @@ def _servers() -> dict[str, Any]:
         "given": "--servers",
         "environment": "TOOLAGENT_MCP_CONFIG",
         "working directory": "./mcp.json in the working directory",
-        "shipped": "the config shipped with toolagent (no ./mcp.json here)",
+        "shipped": "the config shipped with toolagent; no ./mcp.json here",
     }
     try:
         path, origin = config_file(state.servers)
@@ -46,7 +46,7 @@ def _engine() -> dict[str, Any]:
 
     path = Settings.from_env().engine_config
     if not path:
-        return {"file": None, "from": "the built-in defaults (set TOOLAGENT_ENGINE_CONFIG to a YAML or JSON file)"}
+        return {"file": None, "from": "the built-in defaults; TOOLAGENT_ENGINE_CONFIG names a YAML or JSON file"}
     return {"file": str(Path(path).resolve()), "from": "TOOLAGENT_ENGINE_CONFIG"}
 
 
@@ -55,7 +55,7 @@ def _user() -> dict[str, Any]:
 
     if state.user:
         return {"name": state.user, "from": "--user" if state.sources.get("user") == "flag" else "TOOLAGENT_USER"}
-    return {"name": local_user_name(), "from": "the local user (your OS account; created on first use)"}
+    return {"name": local_user_name(), "from": "the local user: your OS account, created on first use"}
 
 
 @app.command("info")
