@@ -4,7 +4,6 @@ and where each came from, without opening the store or starting a server."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from .. import __version__
@@ -28,7 +27,7 @@ def _servers() -> dict[str, Any]:
     shown = origin_text[origin]
     if origin == "given" and state.sources.get("servers") == "environment":
         shown = "TOOLAGENT_MCP_CONFIG"
-    files = [str(Path(f).resolve()) for f in path.split(os.pathsep) if f]
+    files = [os.path.abspath(f) for f in path.split(os.pathsep) if f]
     entry: dict[str, Any] = {"files": files, "from": shown}
     try:
         config = ServersConfig.load(state.servers)
@@ -36,7 +35,7 @@ def _servers() -> dict[str, Any]:
         entry["servers"], entry["error"] = [], exc.message
     else:
         # With the files their `include` lists name.
-        entry["files"] = [str(Path(f).resolve()) for f in config.files] or files
+        entry["files"] = [os.path.abspath(f) for f in config.files] or files
         entry["servers"] = sorted(config.enabled)
     return entry
 
@@ -47,7 +46,7 @@ def _engine() -> dict[str, Any]:
     path = Settings.from_env().engine_config
     if not path:
         return {"file": None, "from": "the built-in defaults; TOOLAGENT_ENGINE_CONFIG names a YAML or JSON file"}
-    return {"file": str(Path(path).resolve()), "from": "TOOLAGENT_ENGINE_CONFIG"}
+    return {"file": os.path.abspath(path), "from": "TOOLAGENT_ENGINE_CONFIG"}
 
 
 def _user() -> dict[str, Any]:
