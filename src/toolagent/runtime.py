@@ -29,18 +29,21 @@ from .engine.audit import AuditLog
 from .engine.config import EngineConfig
 from .engine.events import Event, EventBus
 from .engine.history import History, HistoryPage, HistoryQuery
-from .engine.limits import Clock, Limits, LimitStatus
+from .engine.limits import Clock, Limits
 from .engine.logs import log_events
 from .engine.metrics import Metrics, MetricsSnapshot
 from .engine.principals import Principal, Principals
 from .engine.reads import Reads, ToolDetails
-from .engine.registry import Registry, ToolEntry, ToolListing
+from .engine.registry import Registry, ToolListing
+from .model.bounds import ResultBounds
+from .model.entry import ToolEntry
+from .model.execution import Execution
+from .model.limits import LimitStatus
+from .policy import Policy
 from .settings import Settings
-from .store.execution_record import Execution
 from .store.executions import ExecutionStore, Owner
 from .store.history import Stats
 from .tools.base import CallContext
-from .tools.bounds import ResultBounds
 from .tools.cancellation import CANCEL_WAIT_S, Cancellation
 from .tools.catalogue import Catalogue
 from .tools.records import Recorder
@@ -120,6 +123,9 @@ class Runtime:
             self.executions, self.recorder, self.owner, poll_s=self.config.cancel_poll_ms / 1000, clock=clock
         )
         self.catalogue = Catalogue(pool, self.config, on_registered=self._registered)
+        # The one decision, asked by the gate, the queued admission, the BUILD pre-check and
+        # every listing, so that a listing shows what the caller can really run.
+        self.policy = Policy()
         self.tools = ToolStack(
             build_tool_stack(
                 self.catalogue,
@@ -129,12 +135,20 @@ class Runtime:
                 clock=clock,
                 max_result_bytes=bounds.max_result_bytes,
                 sql_tools_require_agent=sql_tools_require_agent,
+                policy=self.policy,
             ),
             default_timeout_ms=self.config.default_timeout_ms,
             clock=clock,
         )
         self.reads = Reads(
-            self.config, self.executions, self.history_store, self.metrics_store, self.limits, self.catalogue, clock
+            self.config,
+            self.executions,
+            self.history_store,
+            self.metrics_store,
+            self.limits,
+            self.catalogue,
+            clock,
+            self.policy,
         )
         self._stack: AsyncExitStack | None = None
         self._tg: anyio.abc.TaskGroup | None = None

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .engine.config import EngineConfig
-from .engine.registry import Registry, ToolEntry
+from .engine.registry import Registry
 from .errors import UnknownTool
+from .model.entry import ToolEntry
+from .model.spec import ToolResult, ToolSpec, split_name
 from .tools.base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
-from .tools.spec import ToolResult, ToolSpec, split_name
 
 if TYPE_CHECKING:
     from .engine.principals import Principal

@@ -20,7 +20,8 @@ from pydantic import BaseModel, ValidationError
 from ..errors import DefinitionInvalid, Problem, TemplateError
 from ..inputs import InputProblem, check_value
 from ..interpolation import ParamsTemplate
-from .models import NAMESPACE_SEPARATOR, AgentDef
+from ..model.spec import NAMESPACE_SEPARATOR
+from .models import AgentDef
 from .yaml_loader import YamlTooLarge, safe_load
 
 MSG_NO_TOOLS = "No tools configured for this agent"

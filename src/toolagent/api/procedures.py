@@ -23,12 +23,11 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from ..engine import HistoryQuery, LimitStatus
-from ..engine.permissions import ExecutionDenied
-from ..engine.registry import ToolEntry
 from ..errors import (
     ArgumentsInvalid,
     BudgetExceeded,
     CallCancelled,
+    ExecutionDenied,
     NotFound,
     RateLimited,
     StoreError,
@@ -37,11 +36,12 @@ from ..errors import (
     UnknownTool,
     UsageError,
 )
-from ..status import CallStatus, ExecutionStatus, StepStatus
-from ..store.execution_record import Execution
+from ..model.bounds import bound_each_result, bound_result
+from ..model.entry import ToolEntry
+from ..model.execution import Execution
+from ..model.spec import split_name
+from ..model.status import CallStatus, ExecutionStatus, StepStatus
 from ..tools.base import CallContext, CallOutcome
-from ..tools.bounds import bound_each_result, bound_result
-from ..tools.spec import split_name
 from ..tools.under_agent import under_agent
 from ..workers.app import submitting
 from .auth import Caller

@@ -82,7 +82,9 @@ def _route(method: str, path: str, name: str, summary: str, responses: dict[Any,
 @_route("GET", "", "listTools", "List tools", {**_INPUT, **AUTH_RESPONSES})
 async def list_tools(request: Request, caller: CallerDep, inp: Annotated[p.ListToolsInput, Query()]) -> Any:
     """The registered tools, filtered by category, tags and search, grouped by category, each marked
-    `runnable` for the caller's level. Deprecated tools are left out unless asked for."""
+    `runnable` as a call by this caller would be decided (level against risk, the key's scopes, the
+    operator's switch). A scoped key lists only the tools of its categories. Deprecated tools are
+    left out unless asked for."""
     return await _respond("listTools", request, caller, inp)
 
 

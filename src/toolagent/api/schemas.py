@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..agents.loaders import DEFAULT_MODE_PROFILE
 from ..agents.models import ExecutionMode
-from ..status import RunStatus, StepStatus
+from ..model.status import RunStatus, StepStatus
 
 # -- requests ------------------------------------------------------------------------------------
 

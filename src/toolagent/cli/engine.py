@@ -14,8 +14,8 @@ from rich.table import Table
 
 from ..engine import HistoryQuery
 from ..errors import UsageError
-from ..status import ExecutionStatus
-from ..store.execution_record import Execution
+from ..model.execution import Execution
+from ..model.status import ExecutionStatus
 from ._app import app, emit_json, err, out, run, state
 from ._runtime import open_engine
 from ._tables import Column, fitted_table, time_cell

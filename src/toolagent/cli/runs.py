@@ -17,8 +17,8 @@ from ..data import demo_payload_file, servers_file
 from ..engine import EngineConfig
 from ..errors import DefinitionInvalid, NotFound, UsageError
 from ..mcp.config import ServersConfig
+from ..model.status import RunStatus, StepStatus
 from ..runtime import Runtime
-from ..status import RunStatus, StepStatus
 from ..store import open_store
 from ..tools.base import CallContext
 from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, run, state

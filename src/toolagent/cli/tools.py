@@ -22,16 +22,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..engine import ExecutionDenied, Principal, ToolEntry
-from ..engine.permissions import CATEGORIES, can_run, levels_for, parse_category
+from ..engine.permissions import parse_category
 from ..errors import ArgumentsInvalid, BudgetExceeded, NotFound, RateLimited, UsageError
 from ..mcp.config import ServersConfig
+from ..model.execution import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
+from ..model.permissions import CATEGORIES, DENIAL_DISABLED, DENIAL_LEVEL, levels_for
+from ..model.spec import ToolResult
+from ..model.status import CallStatus, ExecutionStatus
+from ..policy import Decision
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
-from ..status import CallStatus, ExecutionStatus
 from ..store import Store
-from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
 from ..tools.base import CallContext, CallOutcome
-from ..tools.spec import ToolResult
 from ..tools.under_agent import under_agent
 from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
 
@@ -140,12 +142,15 @@ async def qualified_matches(names: Iterable[str], servers: ServersConfig) -> dic
     return out
 
 
-def _may_run(entry: ToolEntry, me: Principal) -> str:
-    if not entry.enabled:
-        return "no: disabled"
-    if can_run(me.level, entry.risk):
+def _may_run(decision: Decision, entry: ToolEntry) -> str:
+    """The policy's answer for the "you may run" column."""
+    if decision.allowed:
         return "yes"
-    return f"no: needs {levels_for(entry.risk)[0] if levels_for(entry.risk) else 'a known risk'}"
+    if decision.code == DENIAL_DISABLED:
+        return "no: disabled"
+    if decision.code == DENIAL_LEVEL:
+        return f"no: needs {levels_for(entry.risk)[0] if levels_for(entry.risk) else 'a known risk'}"
+    return f"no: {decision.reason or decision.code}"
 
 
 def _count(n: int, noun: str) -> str:
@@ -192,6 +197,7 @@ def tools_list(
             listing = await runtime.list_tools(
                 me, category=category, search=search, tags=tag, include_deprecated=include_deprecated
             )
+            policy = runtime.policy
         if state.json:
             emit_json({**listing.to_json(), "user": {"name": me.name, "level": me.level}, "errors": errors})
         else:
@@ -200,7 +206,7 @@ def tools_list(
                     cat if i == 0 else "",
                     e.name + (" (deprecated)" if e.deprecated else ""),
                     e.risk,
-                    _may_run(e, me),
+                    _may_run(policy.decide(me, e), e),
                     e.spec.description.strip().splitlines()[0] if e.spec.description.strip() else "",
                     i == len(entries) - 1,
                 )
@@ -221,7 +227,7 @@ def tools_list(
             for cat, name, risk, may, desc, last in rows:
                 table.add_row(cat, escape(name), risk, may, escape(desc), end_section=last)
             out.print(table)
-            runnable = sum(1 for e in listing.tools if e.enabled and can_run(me.level, e.risk))
+            runnable = len(listing.runnable or ())
             err.print(
                 f"{_count(listing.total_count, 'tool')} in {_count(len(listing.categorized), 'category')}; "
                 f"you ({me.name}, {me.level}) may run {runnable}. Details: toolagent tools show NAME",
@@ -255,6 +261,7 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
             await runtime.tools.resolve(name)  # names the configured servers, or the server's tools, when wrong
             await runtime.catalogue.refresh([name.partition("/")[0]])
             details = await runtime.tool_details(name, me)
+            decision = runtime.policy.decide(me, details.tool)
             default_timeout_ms = runtime.config.default_timeout_ms
         if state.json:
             emit_json({**details.to_json(), "user": {"name": me.name, "level": me.level}})
@@ -274,7 +281,7 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
         rows = [
             ("category", f"{e.category} — {_CATEGORY_SOURCES.get(e.category_source, e.category_source)}"),
             ("risk", f"{e.risk} — {_RISK_SOURCES.get(e.risk_source, e.risk_source)}"),
-            ("you may run", f"{_may_run(e, me)} ({me.name}, {me.level})"),
+            ("you may run", f"{_may_run(decision, e)} ({me.name}, {me.level})"),
             ("tags", ", ".join(e.tags) or "-"),
             ("version", e.version or "-"),
             ("status", status),

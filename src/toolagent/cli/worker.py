@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from ..status import RunStatus
+from ..model.status import RunStatus
 from ..store import open_store
 from ._app import EXIT_USAGE, app, emit_json, err, fail, out, run, state
 

@@ -17,7 +17,8 @@ from typing import IO, Any, Literal
 
 import anyio
 
-from ..status import AuditOutcome
+from ..model.redaction import redact, redact_text
+from ..model.status import AuditOutcome
 from ..store.audit import GENESIS_HASH, AuditRows
 from ..store.db import Connection, Database, utcnow
 from .audit_chain import (
@@ -31,7 +32,6 @@ from .audit_chain import (
     to_utc,
 )
 from .audit_key import audit_key, keyed_genesis
-from .redaction import redact, redact_text
 
 #: Rows read per query by `verify`, `export` and `iter_records`.
 BATCH_ROWS = 1000

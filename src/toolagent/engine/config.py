@@ -33,9 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..agents.yaml_loader import safe_load
 from ..errors import ConfigError
+from ..model.execution import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..model.permissions import Category, Level, Plan, Risk
 from ..settings import Settings
-from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
-from .permissions import Category, Level, Plan, Risk
 
 #: Environment variable naming the engine config file (YAML or JSON).
 ENGINE_CONFIG_ENV = "TOOLAGENT_ENGINE_CONFIG"

@@ -24,10 +24,10 @@ from types import MappingProxyType
 from typing import IO, Any
 
 from ..errors import ConfigError
+from ..model.redaction import redact, redact_text
+from ..model.status import CallStatus, ExecutionStatus
 from ..settings import Settings
-from ..status import CallStatus, ExecutionStatus
 from .events import Event, EventBus
-from .redaction import redact, redact_text
 
 #: Environment variable choosing `json` or `text` lines.
 LOG_FORMAT_ENV = "TOOLAGENT_LOG_FORMAT"

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..agents.models import AgentRecord
 from ..errors import NotFound, PermissionDenied, ToolAgentError
-from ..status import AuditOutcome
+from ..model.status import AuditOutcome
 from ..store.agents import AgentStore, UpsertOutcome
 from ..store.db import Connection, Database, utcnow
 from ..store.orgs import MemberRow, OrgRow, OrgRows

@@ -39,7 +39,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from ..status import CallStatus, ExecutionStatus
+from ..model.status import CallStatus, ExecutionStatus
 
 #: The `Content-Type` of the rendered text.
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4

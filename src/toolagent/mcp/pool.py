@@ -20,7 +20,7 @@ from mcp.types import CallToolResult, PaginatedRequestParams, Tool
 
 from .._aio import task_group
 from ..errors import ServerUnavailable, ToolFailed, ToolTimedOut, UnknownTool, UpstreamError
-from ..tools.spec import ToolResult, ToolSpec, qualified, split_name
+from ..model.spec import ToolResult, ToolSpec, qualified, split_name
 from .arguments import check_arguments
 from .sessions import SessionPool, describe_error
 

@@ -28,7 +28,7 @@ from mcp import ClientSession, MCPError
 from mcp.types import Tool, ToolListChangedNotification
 
 from ..errors import ServerUnavailable
-from ..tools.spec import ToolSpec
+from ..model.spec import ToolSpec
 from .config import HttpServer, ServerParams, ServersConfig
 from .connect import connect
 from .diagnose import HttpTrace, stderr_summary

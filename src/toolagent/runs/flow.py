@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.spec import ToolResult, ToolSpec
 from ..settings import Settings
-from ..tools.spec import ToolResult, ToolSpec
 
 #: Longest list passed on to later steps (the stored result keeps everything).
 DEFAULT_FLOW_MAX_ITEMS = 1000

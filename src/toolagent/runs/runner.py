@@ -27,12 +27,12 @@ from .._aio import task_group
 from .._evolve import evolve
 from ..errors import ArgumentsInvalid, PolicyError, ToolAgentError
 from ..interpolation import template_source
-from ..status import CallStatus, StepStatus
+from ..model.bounds import ResultBounds
+from ..model.spec import ToolResult, ToolSpec
+from ..model.status import CallStatus, StepStatus
 from ..store import Store
 from ..store.db import utcnow
 from ..tools.base import CallContext, CallOutcome
-from ..tools.bounds import ResultBounds
-from ..tools.spec import ToolResult, ToolSpec
 from ..tools.stack import ToolStack
 from .deliverable import render_deliverable
 from .flow import FlowCap, fill_required, result_view

@@ -123,13 +123,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def as_utc(value: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; they were written as UTC."""
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
-
-
 class Database:
     """An async engine plus migrations and error translation."""
 

@@ -15,12 +15,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..engine.redaction import redact_known, redact_values, remember_secrets
 from ..errors import NotFound
-from ..status import RunStatus, StepStatus
+from ..model.owner import Owner, gone
+from ..model.redaction import redact_known, redact_values, remember_secrets
+from ..model.status import RunStatus, StepStatus
+from ..model.times import as_utc
 from . import tables as t
-from .db import Database, as_utc, utcnow
-from .owner import Owner, gone
+from .db import Database, utcnow
 from .prepared import Prepared
 
 
@@ -155,7 +156,7 @@ def _row(cls: type[Any], row: Any) -> Any:
     return cls(**m)
 
 
-#: Columns passed through the redaction before a write (see `toolagent.engine.redaction`).
+#: Columns passed through the redaction before a write (see `toolagent.model.redaction`).
 _RUN_DATA, _RUN_TEXT = ("payload", "overrides"), ("error",)
 _STEP_DATA, _STEP_TEXT = ("params", "result"), ("error",)
 

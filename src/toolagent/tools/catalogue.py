@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from ..engine.config import EngineConfig
 from ..engine.permissions import parse_category
-from ..engine.registry import Registry, ToolEntry, ToolListing
+from ..engine.registry import Registry, ToolListing
 from ..errors import ServerUnavailable
-from ..tools.spec import ToolSpec
+from ..model.entry import ToolEntry
+from ..model.spec import ToolSpec
 from .base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
 
 if TYPE_CHECKING:
@@ -92,9 +93,10 @@ class Catalogue(ToolSource):
         tags: Sequence[str] | None = None,
         include_deprecated: bool = False,
         include_disabled: bool = False,
-        level: str | None = None,
+        visible: Callable[[ToolEntry], bool] | None = None,
+        runnable: Callable[[ToolEntry], bool] | None = None,
     ) -> ToolListing:
-        """Discovery over the listed tools, each marked runnable or not for `level`.
+        """Discovery over the listed tools (`Registry.list`'s arguments).
 
         Raises:
             UsageError: unknown category.
@@ -107,7 +109,8 @@ class Catalogue(ToolSource):
             tags=tags,
             include_deprecated=include_deprecated,
             include_disabled=include_disabled,
-            level=level,
+            visible=visible,
+            runnable=runnable,
         )
 
     async def list_tools(self, ctx: CallContext | None = None) -> dict[str, ToolEntry]:

@@ -34,16 +34,17 @@ import anyio
 from .._evolve import evolve
 from ..engine.limits import Clock
 from ..engine.logs import log_context
-from ..engine.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, Decision
-from ..engine.redaction import redact_text
 from ..errors import BudgetExceeded, RateLimited, ToolAgentError
-from ..status import CallStatus, ExecutionStatus
-from ..store.execution_record import Execution
+from ..model.bounds import DEFAULT_MAX_RESULT_BYTES, bound_result, looks_large
+from ..model.execution import Execution
+from ..model.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED
+from ..model.redaction import redact_text
+from ..model.spec import ToolResult
+from ..model.status import CallStatus, ExecutionStatus
+from ..policy import Decision
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
-from .bounds import DEFAULT_MAX_RESULT_BYTES, bound_result, looks_large
 from .gate import denied_outcome, refuse
 from .records import Recorder
-from .spec import ToolResult
 
 _STORED = {
     CallStatus.OK: ExecutionStatus.SUCCESS,

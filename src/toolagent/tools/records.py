@@ -34,15 +34,15 @@ from .._aio import others_ready
 from .._evolve import evolve
 from ..engine.audit import AuditEntry, AuditLog, spell_arguments
 from ..engine.events import Event, EventBus
-from ..engine.limits import LimitStatus
-from ..engine.permissions import Decision
-from ..engine.redaction import redact, remember_secrets
 from ..errors import BudgetExceeded, RateLimited
+from ..model.execution import Execution
+from ..model.limits import LimitStatus
+from ..model.redaction import redact, remember_secrets
+from ..model.status import AuditOutcome, CallStatus, ExecutionStatus
+from ..policy import Decision
 from ..settings import Settings
-from ..status import AuditOutcome, CallStatus, ExecutionStatus
 from ..store.batch import DEFAULT_MAX_SIZE, DEFAULT_WINDOW_S, GroupCommit
 from ..store.db import Connection
-from ..store.execution_record import Execution
 from ..store.executions import ExecutionStore, Owner
 from .base import CallContext, ToolCall
 

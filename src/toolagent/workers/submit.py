@@ -11,9 +11,9 @@ import anyio
 from ..agents.loaders import LoadedAgent
 from ..agents.validation import validate_definition
 from ..engine.principals import ApiKey, Principal
+from ..model.status import RunStatus, StepStatus
 from ..runs.plan import BuildPlan, plan_build
 from ..runs.runner import EventSink, RunEvent, StepState, new_run_id
-from ..status import RunStatus, StepStatus
 from ..store import RunRow, Store
 
 #: How often `follow_run` reads the run while it waits.

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from toolagent.engine.hints import denial_fix
-from toolagent.engine.permissions import DENIAL_LEVEL, Decision, ExecutionDenied
+from toolagent.errors import ExecutionDenied
+from toolagent.model.permissions import DENIAL_LEVEL
+from toolagent.policy.decision import Decision
 
 
 def denied(risk: str = "dangerous", level: str = "execute_basic") -> ExecutionDenied:
-    decision = Decision(False, DENIAL_LEVEL, f"user 'ann' ({level}) may not run 'mine/write' (risk {risk})")
+    decision = Decision("deny", f"user 'ann' ({level}) may not run 'mine/write' (risk {risk})", DENIAL_LEVEL)
     return ExecutionDenied(decision, tool="mine/write", level=level, risk=risk)
 
 
