@@ -21,19 +21,19 @@ async with open_store(url) as store, Engine(store, config=EngineConfig.load()) a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .engine.principals import ApiKey, Principal
 from .engine.reads import ToolDetails
 from .errors import UsageError
-from .model.entry import ToolEntry
 from .model.execution import Execution
 from .model.spec import ToolResult, ToolSpec
 from .model.status import CallStatus
 from .runtime import DEFAULT_AUDIT, Runtime
-from .tools.base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
+from .tools.base import CallContext, ToolSource
 from .tools.cancellation import CANCEL_WAIT_S
+from .tools.catalogue import Catalogue
+from .tools.function_source import FunctionSource, FunctionTool
 from .tools.stack import ToolStack, build_tool_stack
 
 if TYPE_CHECKING:
@@ -44,19 +44,11 @@ if TYPE_CHECKING:
 Invoke = Callable[[dict[str, Any]], Awaitable[ToolResult]]
 
 
-@dataclass
-class InvokeSource(ToolSource):
-    """An innermost source that performs every call with one function (`invoke(arguments)`)."""
-
-    invoke: Invoke
-
-    async def list_tools(self, ctx: CallContext | None = None) -> dict[str, ToolEntry]:
-        """No listing: the caller names the tool."""
-        return {}
-
-    async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
-        """`invoke(arguments)`; its errors propagate to the outer layers."""
-        return result_outcome(call, await self.invoke(call.arguments))
+def invoke_source(spec: ToolSpec, invoke: Invoke) -> ToolSource:
+    """An innermost source whose one tool, `spec`, is performed by `invoke(arguments)` (its errors
+    propagate to the outer layers, as a transport's would): a `FunctionSource` under a catalogue."""
+    tool = FunctionTool.from_handler(spec.tool, invoke, input_schema=spec.input_schema)
+    return Catalogue(FunctionSource(spec.server, [tool], origin=f"the caller's function for '{spec.name}'"))
 
 
 class Engine(Runtime):
@@ -91,7 +83,7 @@ class Engine(Runtime):
             raise UsageError("the engine is not started: use `async with Engine(...)` or `await engine.start()` first")
         stack = ToolStack(
             build_tool_stack(
-                InvokeSource(invoke),
+                invoke_source(spec, invoke),
                 recorder=self.recorder,
                 limits=self.limits,
                 cancellation=self.cancellation,
@@ -166,4 +158,4 @@ async def build(
         return await runtime.runner(CallContext(caller)).run(plan, payload, metadata=metadata)
 
 
-__all__ = ["CANCEL_WAIT_S", "DEFAULT_AUDIT", "Engine", "Invoke", "InvokeSource", "ToolDetails", "build"]
+__all__ = ["CANCEL_WAIT_S", "DEFAULT_AUDIT", "Engine", "Invoke", "ToolDetails", "build", "invoke_source"]

@@ -69,9 +69,9 @@ def refusal_headers(exc: BaseException) -> dict[str, str]:
         return {}
     retry = float(getattr(exc, "retry_after_s", 0.0) or 0.0)
     headers = {"Retry-After": str(max(1, math.ceil(retry))), "X-RateLimit-Reset": str(max(0, math.ceil(retry)))}
-    if getattr(exc, "limit", None) is not None:
-        headers["X-RateLimit-Limit"] = str(exc.limit)  # type: ignore[attr-defined]
-        headers["X-RateLimit-Remaining"] = str(getattr(exc, "remaining", 0))
+    if isinstance(exc, RateLimited):
+        headers["X-RateLimit-Limit"] = str(exc.limit)
+        headers["X-RateLimit-Remaining"] = str(exc.remaining)
     return headers
 
 
@@ -117,7 +117,7 @@ async def tool_entry(svc: Services, name: str) -> ToolEntry:
         NotFound: no such tool.
     """
     namespace, tool = split_name(name)
-    if not tool or namespace not in svc.pool.server_names:
+    if not tool or namespace not in svc.runtime.catalogue.server_names:
         raise NotFound(f"tool '{name}' not found: list the tools with GET /api/tools (names are `server/tool`)")
     try:
         return await svc.runtime.tools.resolve(name)

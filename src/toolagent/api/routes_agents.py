@@ -26,6 +26,7 @@ from .route_helpers import (
     AUTH_RESPONSES,
     INPUT_RESPONSES,
     OrgPath,
+    Responses,
     SlugPath,
     error_response,
     invalid_definition,
@@ -35,7 +36,7 @@ from .routes_orgs import actor, organizations
 
 router = APIRouter(prefix="/api", tags=["agents"])
 
-_AGENT = {404: error_response("No such agent")}
+_AGENT: Responses = {404: error_response("No such agent")}
 
 
 def _agent_json(record: AgentRecord) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from .route_helpers import (
     AUTH_RESPONSES,
     INPUT_RESPONSES,
     OrgPath,
+    Responses,
     SlugPath,
     error_response,
     invalid_definition,
@@ -53,8 +54,8 @@ SSE_POLL_S = 0.5
 #: Seconds between store reads while waiting for a run of another process to stop.
 CANCEL_POLL_S = 0.1
 
-_AGENT = {404: error_response("No such agent")}
-_RUN = {404: error_response("No such run or deliverable, or another user's (admins see all)")}
+_AGENT: Responses = {404: error_response("No such agent")}
+_RUN: Responses = {404: error_response("No such run or deliverable, or another user's (admins see all)")}
 
 _RunId = Annotated[str, Path(min_length=1, max_length=100, description="`run_...` id from a build.")]
 

@@ -61,24 +61,25 @@ def _user() -> dict[str, Any]:
 def info() -> None:
     """The version, the store, the server and engine configs and the user in use, and where each came from."""
     url, origin = store_in_use()
-    report = {
+    servers, engine, user = _servers(), _engine(), _user()
+    report: dict[str, Any] = {
         "version": __version__,
         "store": {"url": url, "from": origin},
-        "server_config": _servers(),
-        "engine_config": _engine(),
-        "user": _user(),
+        "server_config": servers,
+        "engine_config": engine,
+        "user": user,
     }
     if state.json:
         emit_json(report)
         return
-    servers = report["server_config"]
+    error = str(servers.get("error", ""))
     lines = [
         ("version", __version__, ""),
         ("store", url, origin),
-        ("server config", ", ".join(servers["files"]) or "none", servers["from"] or servers.get("error", "")),
-        ("servers", ", ".join(servers["servers"]) or "none", servers.get("error", "") if servers["files"] else ""),
-        ("engine config", report["engine_config"]["file"] or "defaults", report["engine_config"]["from"]),
-        ("user", report["user"]["name"], report["user"]["from"]),
+        ("server config", ", ".join(servers["files"]) or "none", servers["from"] or error),
+        ("servers", ", ".join(servers["servers"]) or "none", error if servers["files"] else ""),
+        ("engine config", engine["file"] or "defaults", engine["from"]),
+        ("user", user["name"], user["from"]),
     ]
     width = max(len(label) for label, _, _ in lines)
     for label, value, where in lines:

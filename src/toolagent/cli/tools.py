@@ -16,6 +16,7 @@ import sys
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from datetime import datetime
+from typing import cast
 
 import typer
 from rich.markup import escape
@@ -189,8 +190,7 @@ def tools_list(
         servers = ServersConfig.load(state.servers)
         async with cli_runtime(servers) as (runtime, me):
             if server is not None:
-                assert runtime.pool is not None
-                runtime.catalogue.add(await runtime.pool.list_tools(server))
+                await runtime.catalogue.refresh_one(server)
                 errors: dict[str, str] = {}
             else:
                 errors = await runtime.catalogue.refresh()
@@ -215,7 +215,7 @@ def tools_list(
             ]
             # Names are never cut; the description gets one line of what the other columns leave.
             fixed = [
-                max([len(h), *(len(r[k]) for r in rows)])
+                max([len(h), *(len(cast(str, r[k])) for r in rows)])  # the first four cells are text
                 for k, h in enumerate(("category", "tool", "risk", "you may run"))
             ]
             table = Table("category", "tool", "risk", "you may run")

@@ -179,7 +179,7 @@ class AuditLog:
     def __init__(self, db: Database, key: bytes | None | Literal["settings"] = "settings") -> None:
         self.db = db
         self.rows = AuditRows(db)
-        self.key: bytes | None = audit_key() if key == "settings" else key  # type: ignore[assignment]
+        self.key: bytes | None = audit_key() if key == "settings" else key
         self._genesis = GENESIS_HASH if self.key is None else keyed_genesis(self.key)
 
     async def append(self, entry: AuditEntry) -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -160,7 +160,8 @@ class EngineConfig(_Model):
 
     def plan(self, name: str) -> PlanConfig:
         """One plan's settings (an unknown plan gets the free plan's, the most restrictive)."""
-        return self.plans.get(name) or self.plans.get("free") or default_plans()["free"]  # type: ignore[call-overload]
+        # An unknown name is a miss like any other key: the cast only lets a str look it up.
+        return self.plans.get(cast(Plan, name)) or self.plans.get("free") or default_plans()["free"]
 
     def tool_override(self, name: str) -> ToolOverride | None:
         """The override for `name`: its exact entry, else the first pattern that matches."""

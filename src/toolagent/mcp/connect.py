@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import IO, Any
+from typing import IO, Any, TextIO, cast
 
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -40,7 +40,7 @@ async def connect(
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(params, StdioServer):
             server = StdioServerParameters(command=params.command, args=params.args, env=params.env, cwd=params.cwd)
-            read, write = await stack.enter_async_context(stdio_client(server, errlog=errlog))
+            read, write = await stack.enter_async_context(stdio_client(server, errlog=cast(TextIO, errlog)))
         else:
             assert isinstance(params, HttpServer)
             hooks = {"response": [trace.on_response]} if trace is not None else {}

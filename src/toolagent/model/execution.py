@@ -178,7 +178,7 @@ class Execution:
             user=m["user_name"],
             started_at=as_utc(m["started_at"]),
             level=m["level"],
-            api_key_id=m["api_key_id"],  # type: ignore[arg-type]
+            api_key_id=m["api_key_id"],
             session_id=m["session_id"],
             run_id=m["run_id"],
             metadata=m["metadata"],

@@ -23,7 +23,7 @@ from ..model.status import RunStatus, StepStatus
 
 if TYPE_CHECKING:
     from .plan import BuildPlan
-    from .runner import StepState
+    from .steps import StepState
 
 #: Rows shown per table in markdown and text renderings (the data keeps them all).
 RENDER_MAX_ROWS = 50
@@ -272,7 +272,8 @@ def _attachment_markdown(a: dict[str, Any]) -> str:
     if kind == "resource":
         line = f"- resource `{a.get('uri')}` ({_describe_attachment(a)})"
         if "text" in a:
-            return line + "\n\n  ```\n  " + a["text"][:4000].replace("\n", "\n  ") + "\n  ```"
+            text: str = a["text"]
+            return line + "\n\n  ```\n  " + text[:4000].replace("\n", "\n  ") + "\n  ```"
         return line
     return f"- {kind} ({_describe_attachment(a)})"
 

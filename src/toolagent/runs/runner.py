@@ -28,8 +28,8 @@ from .._evolve import evolve
 from ..errors import ArgumentsInvalid, PolicyError, ToolAgentError
 from ..interpolation import template_source
 from ..model.bounds import ResultBounds
-from ..model.spec import ToolResult, ToolSpec
-from ..model.status import CallStatus, StepStatus
+from ..model.spec import ToolSpec
+from ..model.status import CallStatus, StepStatus, step_status
 from ..store import Store
 from ..store.db import utcnow
 from ..tools.base import CallContext, CallOutcome
@@ -37,6 +37,7 @@ from ..tools.stack import ToolStack
 from .deliverable import render_deliverable
 from .flow import FlowCap, fill_required, result_view
 from .plan import BuildPlan
+from .steps import EventSink, RunEvent, StepState
 from .writer import StepWriter
 
 #: How many parallel steps run at once.
@@ -51,50 +52,6 @@ SUCCESS, FAILED, SKIPPED, CANCELLED, DENIED, PENDING, RUNNING = (
     StepStatus.PENDING,
     StepStatus.RUNNING,
 )
-
-
-@dataclass
-class StepState:
-    """A step's live record."""
-
-    position: int
-    tool: str
-    status: str = PENDING
-    params: dict[str, Any] | None = None
-    param_sources: dict[str, str] | None = None
-    result: ToolResult | None = None
-    error: str | None = None
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    duration_ms: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The stored and reported form."""
-        return {
-            "position": self.position,
-            "tool": self.tool,
-            "status": self.status,
-            "params": self.params,
-            "paramSources": self.param_sources,
-            "result": self.result.to_json() if self.result else None,
-            "error": self.error,
-            "startedAt": self.started_at.isoformat() if self.started_at else None,
-            "endedAt": self.ended_at.isoformat() if self.ended_at else None,
-            "durationMs": self.duration_ms,
-        }
-
-
-@dataclass(frozen=True)
-class RunEvent:
-    """Progress of a run, for terminals and event streams."""
-
-    kind: str  # run_started | step_started | step_finished | run_finished
-    run_id: str
-    step: StepState | None = None
-    status: str | None = None
-
-
-EventSink = Callable[[RunEvent], Awaitable[None] | None]
 
 
 @dataclass
@@ -241,7 +198,8 @@ class BuildRunner:
                 else None
             )
         with anyio.CancelScope(shield=True):
-            return await self._finish(ctx, status, error)
+            outcome = await self._finish(ctx, status, error)
+        return outcome
 
     async def _finish(self, ctx: _Run, status: str, error: str | None) -> RunOutcome:
         ended = utcnow()
@@ -424,30 +382,26 @@ def _step_values(step: StepState) -> dict[str, Any]:
 
 
 def _apply(state: StepState, outcome: CallOutcome) -> None:
-    """A step's status and error from its call's outcome."""
+    """A step's status (`model.status.CALL_STATUS_AS`) and error from its call's outcome."""
     tool = state.tool
     state.result = outcome.result
+    state.status = step_status(outcome.status)
     if outcome.status is CallStatus.OK:
-        state.status = SUCCESS
-    elif outcome.status is CallStatus.DENIED:
-        state.status = DENIED
+        return
+    if outcome.status is CallStatus.DENIED:
         state.error = outcome.exception.message if outcome.exception is not None else outcome.error
     elif outcome.status is CallStatus.TIMED_OUT:
         timeout_ms = outcome.record.timeout_ms if outcome.record is not None else None
-        state.status = FAILED
         state.error = (
             f"tool '{tool}' timed out after {timeout_ms / 1000:g} s"
             if timeout_ms
             else outcome.error or f"tool '{tool}' timed out"
         )
     elif outcome.status is CallStatus.CANCELLED:
-        state.status = CANCELLED
         state.error = f"execution {outcome.execution_id} of '{tool}' was cancelled: {outcome.reason or 'cancelled'}"
     elif outcome.result is not None and outcome.result.is_error:
-        state.status = FAILED
         state.error = f"tool '{tool}' reported an error: {outcome.result.text or 'no message'}"
     else:
-        state.status = FAILED
         exc = outcome.exception
         # A refusal before sending (the SQL guard) speaks for itself; a broken call names its tool.
         state.error = exc.message if isinstance(exc, PolicyError) else f"tool '{tool}' failed: {outcome.error}"

@@ -300,7 +300,8 @@ class ExecutionStore:
 
     def run_cancelled_by(self, conn: sa.Connection, run_id: str) -> str | None:
         """Who cancelled `run_id`, if anyone (inside the caller's transaction)."""
-        return _RUN_CANCELLED_BY.execute(conn, {"b_run_id": run_id}).scalar()
+        by: str | None = _RUN_CANCELLED_BY.execute(conn, {"b_run_id": run_id}).scalar()
+        return by
 
     async def close_interrupted(self, me: Owner, now: datetime) -> list[str]:
         """Close as `failed` / `interrupted` the running rows whose process is certainly gone (module docstring)."""

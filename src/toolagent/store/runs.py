@@ -11,7 +11,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -145,16 +145,18 @@ class DeliverableRow:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return as_utc(value).isoformat() if value is not None else None  # type: ignore[union-attr]
+    return as_utc(value).isoformat() if value is not None else None
 
 
-def _row(cls: type[Any], row: Any) -> Any:
+def _row(cls: type[R], row: Any) -> R:
     m = dict(row._mapping)
     for key in ("started_at", "ended_at", "created_at", "queued_at"):
         if key in m:
             m[key] = as_utc(m[key])
     return cls(**m)
 
+
+R = TypeVar("R")
 
 #: Columns passed through the redaction before a write (see `toolagent.model.redaction`).
 _RUN_DATA, _RUN_TEXT = ("payload", "overrides"), ("error",)
