@@ -119,6 +119,25 @@ def _migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A data directory for what module- and session-scoped fixtures start (live API servers)
+    before any test's own: none of them may reach the per-user store of whoever runs the suite."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("session-data-home")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _own_user_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets a data directory of its own (`XDG_DATA_HOME`, inherited by the CLI processes
+    it starts), so no test reads or writes the per-user default store of whoever runs the suite,
+    and tests running in parallel never share one."""
+    data_home = tmp_path_factory.mktemp("data-home")
+    monkeypatch.setenv("XDG_DATA_HOME", str(data_home))
+    return data_home
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     """Async tests run on asyncio (the MCP SDK and the drivers use it)."""

@@ -308,6 +308,20 @@ class _Located:
     where: str
 
 
+def template_source(params: ParamsTemplate, path: tuple[str | int, ...]) -> str | None:
+    """The template text that renders the argument at `path`, or None when a literal value (or
+    nothing) is there."""
+    node: Any = params.value
+    for key in path:
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+            node = node[key]
+        else:
+            return None
+    return node.template.source if isinstance(node, _Located) else None
+
+
 def _parse_tree(value: Any, where: str, limits: TemplateLimits) -> Any:
     if isinstance(value, str):
         if is_template(value):

@@ -2,7 +2,7 @@
 
 | variable | field | default |
 | --- | --- | --- |
-| `TOOLAGENT_DATABASE_URL` | `database_url` | `./.toolagent/toolagent.db` (SQLite) |
+| `TOOLAGENT_DATABASE_URL` | `database_url` | `toolagent.db` (SQLite) in the user's data directory (`user_data_dir()`) |
 | `TOOLAGENT_MCP_CONFIG` | `mcp_config` | `./mcp.json`, else the config shipped in the package |
 | `TOOLAGENT_ENGINE_CONFIG` | `engine_config` | none (the built-in engine defaults) |
 | `TOOLAGENT_USER` | `user` | the local user |
@@ -23,7 +23,8 @@
 | `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 20 |
 | `TOOLAGENT_COMMIT_BATCH_MAX` | `commit_batch_max` | 64 |
 
-Empty values count as unset. The environment is read when `Settings.from_env()` is called, not
+`UserDirs` reads the platform's own variables (`XDG_DATA_HOME`, `HOME`, `LOCALAPPDATA`) for the
+per-user data directory. Empty values count as unset. The environment is read when `Settings.from_env()` is called, not
 at import, so a variable set later (a test, a parent process) is seen by the next reader. The MCP
 server config's own `${VAR}` references read the whole environment through `environ()`.
 """
@@ -31,9 +32,11 @@ server config's own `${VAR}` references read the whole environment through `envi
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any, Self
 
 from pydantic import Field, ValidationError
@@ -197,6 +200,36 @@ def _minimum(field: str) -> int | None:
     return None
 
 
+class UserDirs(EnvSettings):
+    """The platform's variables that locate a user's data directory (no `TOOLAGENT_` prefix)."""
+
+    model_config = SettingsConfigDict(env_ignore_empty=True, extra="ignore", frozen=True)
+
+    xdg_data_home: str | None = None
+    """`XDG_DATA_HOME`: the base of per-user data on Linux and other XDG systems."""
+    home: str | None = None
+    """`HOME`: the user's home directory (else the OS account's)."""
+    localappdata: str | None = None
+    """`LOCALAPPDATA`: the base of per-user data on Windows."""
+
+
+def user_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """toolagent's per-user data directory: `$XDG_DATA_HOME/toolagent`, else
+    `~/.local/share/toolagent` (Linux and other XDG systems); `~/Library/Application Support/toolagent`
+    on macOS; `%LOCALAPPDATA%\\toolagent` on Windows. Read from the process environment, or from
+    `environ` alone when given."""
+    dirs: UserDirs = UserDirs.build(environ)
+    home = Path(dirs.home) if dirs.home else Path.home()
+    if sys.platform == "win32":
+        return Path(dirs.localappdata or home / "AppData" / "Local") / "toolagent"
+    if sys.platform == "darwin" and not dirs.xdg_data_home:
+        return home / "Library" / "Application Support" / "toolagent"
+    # XDG says a relative XDG_DATA_HOME is invalid and is to be ignored.
+    if dirs.xdg_data_home and Path(dirs.xdg_data_home).is_absolute():
+        return Path(dirs.xdg_data_home) / "toolagent"
+    return home / ".local" / "share" / "toolagent"
+
+
 def export_for_children(**values: str | None) -> None:
     """Set settings (by field name; None leaves a variable alone) in this process's environment, so
     the processes it starts next inherit them.
@@ -216,4 +249,4 @@ def environ() -> Mapping[str, str]:
     return os.environ
 
 
-__all__ = ["ENV_PREFIX", "EnvSettings", "Settings", "environ", "export_for_children"]
+__all__ = ["ENV_PREFIX", "EnvSettings", "Settings", "UserDirs", "environ", "export_for_children", "user_data_dir"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from api_harness import (  # noqa: F401  (fixtures)
     LiveServer,
     User,
@@ -211,9 +212,14 @@ def test_put_inserts_updates_and_accepts_a_seed_record(as_user: dict[str, httpx.
         ),
         ({**agent_body(definition("x", ["probe/echo"])), "yaml": "metadata: [unclosed"}, {"yaml"}, ()),
         (
-            {k: v for k, v in agent_body(definition("x", ["probe/echo"])).items() if k != "display_name"},
-            {"display_name"},
+            {k: v for k, v in agent_body(definition("x", ["probe/echo"])).items() if k != "yaml"},
+            {"yaml"},
             (),
+        ),
+        (
+            {**agent_body(definition("x", ["probe/echo"])), "mode_profile": "chat_full"},
+            {"mode_profile"},
+            ("unknown mode profile 'chat_full': use 'tool_full'",),
         ),
         ({**agent_body(definition("x", ["probe/echo"])), "colour": "red"}, {"colour"}, ()),
         ({**agent_body(definition("x", ["probe/echo"])), "slug": "other"}, {"slug"}, ("the path says 'bad'",)),
@@ -228,6 +234,40 @@ def test_invalid_put_is_400_naming_each_field(
     for field in expected_fields:
         assert field in error["error"]["message"]
     assert_error(as_user["bob"].get("/api/agents/demo/bad"), 404, "NOT_FOUND")  # nothing was stored
+
+
+def test_put_takes_the_agent_yaml_itself_with_columns_from_its_metadata(as_user: dict[str, httpx.Client]) -> None:
+    bob = as_user["bob"]
+    text = yaml.safe_dump(
+        {
+            "metadata": {"name": "from-yaml", "displayName": "From YAML", "version": "2.0.0", "type": "tool"},
+            "configuration": {"tools": ["probe/echo"], "toolParams": {"probe/echo": {"text": "hi"}}},
+        }
+    )
+    put = bob.put("/api/agents/team/from-yaml", content=text, headers={"Content-Type": "application/yaml"})
+    assert put.status_code == 200 and put.json()["outcome"] == "inserted", put.text
+    agent = bob.get("/api/agents/team/from-yaml").json()["agent"]
+    assert {k: agent[k] for k in ("display_name", "agent_type", "mode_profile", "status", "version", "yaml")} == {
+        "display_name": "From YAML",
+        "agent_type": "tool",
+        "mode_profile": "tool_full",
+        "status": "active",
+        "version": "2.0.0",
+        "yaml": text,
+    }
+    # The same text again changes nothing; a JSON body of just the text is the same record.
+    again = bob.put("/api/agents/team/from-yaml", json={"yaml": text})
+    assert again.status_code == 200 and again.json()["outcome"] == "unchanged", again.text
+    # A bad definition sent as YAML is a 400 naming its field, as in the JSON form.
+    bad = bob.put(
+        "/api/agents/team/bad-yaml",
+        content="metadata: {name: b}\nconfiguration: {tools: [echo]}\n",
+        headers={"Content-Type": "text/yaml; charset=utf-8"},
+    )
+    error = assert_error(bad, 400, "BAD_REQUEST", "Tool 'echo' must include namespace")
+    assert fields(error) == {"yaml.configuration.tools[0]"}
+    binary = bob.put("/api/agents/team/bin", content=b"\xff\xfe", headers={"Content-Type": "application/yaml"})
+    assert_error(binary, 400, "BAD_REQUEST", "not UTF-8")
 
 
 def test_put_needs_more_than_view_only(as_user: dict[str, httpx.Client]) -> None:
@@ -343,6 +383,20 @@ def test_invalid_build_body_is_400_naming_each_field(
 ) -> None:
     error = assert_error(build(as_user["bob"], "chain", **body), 400, "BAD_REQUEST")
     assert fields(error) == expected_fields, error
+
+
+def test_an_unknown_body_field_is_answered_with_the_field_it_is_closest_to(as_user: dict[str, httpx.Client]) -> None:
+    bob = as_user["bob"]
+    error = assert_error(build(bob, "chain", toolparams={}), 400, "BAD_REQUEST")
+    assert error["error"]["details"] == [
+        {"field": "toolparams", "message": "Extra inputs are not permitted; did you mean 'toolParams'?"}
+    ]
+    body = agent_body(definition("typo", ["probe/echo"]))
+    body["description_"] = body.pop("display_name")
+    error = assert_error(bob.put("/api/agents/demo/typo", json=body), 400, "BAD_REQUEST", "did you mean 'description'?")
+    # Nothing close: no guess.
+    error = assert_error(build(bob, "chain", zzzz=1), 400, "BAD_REQUEST")
+    assert error["error"]["details"] == [{"field": "zzzz", "message": "Extra inputs are not permitted"}]
 
 
 def test_build_of_an_unknown_agent_is_404(as_user: dict[str, httpx.Client]) -> None:

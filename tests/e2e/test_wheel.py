@@ -72,8 +72,11 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repo(tmp_path: Path) -> N
     assert [s["status"] for s in steps] == ["success"] * 4
     executed = steps[2]["structuredContent"]
     assert executed["row_count"] == 10 and len(executed["rows"]) == 10
-    # The store it made is migrated by the revisions shipped in the wheel.
-    with contextlib.closing(sqlite3.connect(work / ".toolagent" / "toolagent.db")) as conn:
+    # The store it made, in the user's data directory (not the working directory), is migrated by
+    # the revisions shipped in the wheel.
+    assert not (work / ".toolagent").exists()
+    store = Path(os.environ["XDG_DATA_HOME"]) / "toolagent" / "toolagent.db"
+    with contextlib.closing(sqlite3.connect(store)) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(head_revision(),)]
     location = _run(
         [str(venv / "bin" / "python"), "-c", "import toolagent, sys; sys.stdout.write(toolagent.__file__)"],

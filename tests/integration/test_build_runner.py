@@ -215,7 +215,28 @@ async def test_bad_arguments_name_the_field_and_never_reach_the_server(tmp_path:
     )
     assert outcome.status == "failed"
     assert "`a`: 'one' is not of type 'number'" in steps[0].error
+    assert steps[0].error.endswith("; the tool was not called")
     assert not [e for e in read_log(log) if e["event"] == "call"]
+
+
+async def test_a_template_giving_a_number_for_a_string_names_itself_and_the_string_filter(tmp_path: Path) -> None:
+    log = tmp_path / "probe.log"
+    outcome, (_, steps, _) = await run_build(
+        tmp_path,
+        servers(probe=probe_config(log)),
+        {
+            "tools": ["probe/add", "probe/echo"],
+            "toolParams": {"probe/add": {"a": 1, "b": 2}, "probe/echo": {"text": "{{ steps['probe/add'].value }}"}},
+        },
+    )
+    assert outcome.status == "failed"
+    echo = steps[1]
+    assert "`text`: 3.0 is not of type 'string'; the tool was not called" in echo.error
+    assert (
+        "`text` comes from the template '{{ steps['probe/add'].value }}', which gave the number 3.0: "
+        "write '{{ steps['probe/add'].value | string }}' to pass it as text"
+    ) in echo.error
+    assert [e["tool"] for e in read_log(log) if e["event"] == "call"] == ["add"]
 
 
 async def test_missing_template_reference_fails_the_step(tmp_path: Path) -> None:

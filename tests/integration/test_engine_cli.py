@@ -51,12 +51,18 @@ def fill(db: str) -> list[str]:
 
 
 def test_users_and_keys(db: str) -> None:
-    assert (
-        invoke("--db", db, "users", "add", "bob", "--level", "execute_basic")[1]
-        == "added user bob (execute_basic, plan free)\n"
+    assert invoke("--db", db, "users", "add", "bob", "--level", "execute_basic")[1] == (
+        "added user bob (execute_basic, plan free: 100 tool calls a month, 100 a minute)\n"
+        "more: `toolagent users set-plan bob PLAN` (toolagent info shows the engine config; its `plans` set each "
+        "plan's figures)\n"
     )
     code, stdout, _ = invoke("--db", db, "--json", "users", "add", "root", "--level", "admin", "--plan", "enterprise")
-    assert code == 0 and json.loads(stdout)["level"] == "admin"
+    added = json.loads(stdout)
+    assert code == 0 and added["level"] == "admin"
+    assert (added["monthlyBudget"], added["ratePerMinute"]) == (None, 100)
+    assert invoke("--db", db, "users", "add", "ops", "--plan", "enterprise")[1] == (
+        "added user ops (execute_advanced, plan enterprise: no monthly budget, 100 a minute)\n"
+    )
     code, _, stderr = invoke("--db", db, "users", "add", "bob")
     assert code == 2 and "user 'bob' already exists" in stderr
     code, _, stderr = invoke("--db", db, "users", "add", "eve", "--level", "god")
@@ -68,6 +74,7 @@ def test_users_and_keys(db: str) -> None:
     code, stdout, _ = invoke("--db", db, "--json", "users", "list")
     assert [(u["name"], u["level"], u["plan"]) for u in json.loads(stdout)] == [
         ("bob", "execute_advanced", "team"),
+        ("ops", "execute_advanced", "enterprise"),
         ("root", "admin", "enterprise"),
     ]
     code, _, stderr = invoke("--db", db, "users", "set-level", "ghost", "admin")

@@ -4,13 +4,15 @@ variable tables list exactly those."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT
 
 from toolagent.errors import UsageError
 from toolagent.servers.supabase.settings import SupabaseSettings
-from toolagent.settings import Settings
+from toolagent.settings import Settings, user_data_dir
 
 _NAME = re.compile(r"`([A-Z][A-Z0-9_]+)`")
 
@@ -72,3 +74,18 @@ def test_settings_exported_for_child_processes_are_read_back_by_name(monkeypatch
     assert settings.execution == "queue" and settings.log_level == "info"  # None leaves a variable alone
     with pytest.raises(KeyError, match="no setting named 'databse_url'"):
         export_for_children(databse_url="x")
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="the XDG layout is the one of Linux and other Unixes")
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"XDG_DATA_HOME": "/data", "HOME": "/home/ann"}, "/data/toolagent"),
+        ({"HOME": "/home/ann"}, "/home/ann/.local/share/toolagent"),
+        ({"XDG_DATA_HOME": "", "HOME": "/home/ann"}, "/home/ann/.local/share/toolagent"),
+        # XDG: a relative XDG_DATA_HOME is invalid and ignored.
+        ({"XDG_DATA_HOME": "rel/data", "HOME": "/home/ann"}, "/home/ann/.local/share/toolagent"),
+    ],
+)
+def test_the_user_data_dir_follows_xdg(environ: dict[str, str], expected: str) -> None:
+    assert user_data_dir(environ) == Path(expected)

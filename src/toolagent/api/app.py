@@ -32,6 +32,7 @@ from .direct import EXECUTE_PATH, TRPC_EXECUTE_PATH, DirectExecute
 from .docs import install_docs
 from .edge import EdgeCheck
 from .services import Services, open_services
+from .yaml_body import YamlAgentBody
 
 #: What the API says about itself in /openapi.json.
 DESCRIPTION = (
@@ -113,6 +114,7 @@ def create_app(
     # the tool call's direct answer.
     app.add_middleware(DirectExecute, routes=direct_routes)
     app.add_middleware(EdgeCheck)
+    app.add_middleware(YamlAgentBody)  # a YAML agent PUT becomes JSON before the edge checks see it
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env())
     app.state.http_metrics = HttpMetrics()
     app.add_middleware(RequestMetrics, metrics=app.state.http_metrics, routes=routes)

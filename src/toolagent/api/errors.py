@@ -43,6 +43,40 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return body
 
 
+def _did_you_mean(request: Request, error: Any) -> str:
+    """For an unknown field of a JSON body, the known fields it is closest to (`; did you mean 'x'?`)."""
+    import difflib
+
+    loc = error.get("loc") or ()
+    if error.get("type") != "extra_forbidden" or not loc or loc[0] != "body":
+        return ""
+    known = _body_fields(request, tuple(loc[1:-1]))
+    given = str(loc[-1])
+    # A field that differs only in case is the one meant; else the nearest spellings.
+    close = [k for k in known if k.lower() == given.lower()] or difflib.get_close_matches(given, known, n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _body_fields(request: Request, path: tuple[Any, ...]) -> list[str]:
+    """The field names (and aliases) the route's body model takes at `path`."""
+    from pydantic import BaseModel
+
+    field = getattr(request.scope.get("route"), "body_field", None)
+    model: Any = getattr(field, "type_", None) or getattr(getattr(field, "field_info", None), "annotation", None)
+    for step in path:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+        info = model.model_fields.get(str(step)) or next(
+            (f for f in model.model_fields.values() if f.alias == step), None
+        )
+        if info is None:
+            return []  # a list index or a map key: the model below it is the item's
+        model = info.annotation
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return []
+    return list(dict.fromkeys(n for name, f in model.model_fields.items() for n in (f.alias or name, name)))
+
+
 def install(app: FastAPI) -> None:
     """Register the exception handlers."""
 
@@ -56,9 +90,12 @@ def install(app: FastAPI) -> None:
         return JSONResponse(error_body(code, exc.message), status_code=STATUS_BY_CODE.get(code, 500), headers=headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         fields = [
-            {"field": ".".join(str(p) for p in e["loc"] if p not in ("body", "query", "path")), "message": e["msg"]}
+            {
+                "field": ".".join(str(p) for p in e["loc"] if p not in ("body", "query", "path")),
+                "message": e["msg"] + _did_you_mean(request, e),
+            }
             for e in exc.errors()
         ]
         message = "; ".join(f"{f['field'] or 'body'}: {f['message']}" for f in fields)

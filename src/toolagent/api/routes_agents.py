@@ -15,7 +15,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from ..agents import AgentRecord, load_record
+from ..agents import AgentRecord, load_definition_text, load_record
+from ..agents.loaders import DEFAULT_MODE_PROFILE
+from ..agents.models import AgentDef
 from ..errors import DefinitionInvalid
 from . import schemas
 from .auth import CallerDep
@@ -83,6 +85,16 @@ async def get_agent(request: Request, org: OrgPath, slug: SlugPath, caller: Call
     "/agents/{org}/{slug}",
     summary="Create or update an agent",
     response_model=schemas.AgentUpsertOutput,
+    # The YAML form is turned into the JSON record before the route (`api.yaml_body`).
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "application/yaml": {
+                    "schema": {"type": "string", "description": "The agent definition itself (an agent YAML file)."}
+                }
+            }
+        }
+    },
     responses={
         **INPUT_RESPONSES,
         **AUTH_RESPONSES,
@@ -98,6 +110,11 @@ async def put_agent(
     """Upsert the agent record by (organization, slug). The definition in `yaml` is validated
     first: a tool without namespace, a misspelled key or a bad template is a 400 naming each field
     (`yaml.configuration.tools[0]`, ...). `outcome` is `inserted`, `updated` or `unchanged`.
+
+    The body is the record (a seed record as it is, or just `{"yaml": ...}`), or, sent as
+    `Content-Type: application/yaml`, the agent definition itself. Columns not given default from
+    its `metadata`: `display_name` from `displayName` (else `name`), `agent_type` from `type`,
+    `description` and `version` likewise, `mode_profile` `tool_full`, `status` `active`.
 
     The caller needs the editor role in the organization, and its admin role when the change
     adds, removes or edits `configuration.security` (global admins act as admin everywhere). An
@@ -115,13 +132,28 @@ async def put_agent(
     if mismatched:
         message = "; ".join(f"{f['field']}: {f['message']}" for f in mismatched)
         return JSONResponse(error_body("BAD_REQUEST", message, mismatched), status_code=400)
-    record = AgentRecord(organization_slug=org, slug=slug, **body.record_fields())
     try:
-        load_record(record)
+        definition = load_definition_text(body.yaml, source=f"{org}/{slug}: yaml")
     except DefinitionInvalid as exc:
         return invalid_definition(exc, "yaml")
+    record = AgentRecord(organization_slug=org, slug=slug, **_with_metadata_defaults(body, definition))
     outcome, stored = await organizations(request).put_agent(who, record)
     return {"success": True, "outcome": outcome, "agent": _agent_json(stored)}
+
+
+def _with_metadata_defaults(body: schemas.AgentUpsert, definition: AgentDef) -> dict[str, Any]:
+    """The record's columns: the body's, else what the definition's `metadata` says (as a bare
+    YAML file is stored by `toolagent agents upsert`)."""
+    md = definition.metadata
+    defaults = {
+        "display_name": md.displayName or md.name,
+        "agent_type": md.type,
+        "mode_profile": DEFAULT_MODE_PROFILE,
+        "status": "active",
+        "description": md.description,
+        "version": md.version,
+    }
+    return {**{k: v for k, v in defaults.items() if v is not None}, **body.record_fields()}
 
 
 @router.delete(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..agents.loaders import DEFAULT_MODE_PROFILE
 from ..agents.models import ExecutionMode
 from ..model.status import RunStatus, StepStatus
 
@@ -50,18 +51,30 @@ class BuildRequest(BaseModel):
         return out
 
 
+#: Mode profiles an agent record may have: tool agents run BUILD only.
+MODE_PROFILES = (DEFAULT_MODE_PROFILE,)
+
+
 class AgentUpsert(BaseModel):
     """The agent record for PUT. `organization_slug` and `slug` come from the path; when the
-    body carries them too (a seed record sent as it is), they must match it."""
+    body carries them too (a seed record sent as it is), they must match it. Only `yaml` is
+    required: the other columns default from the definition's `metadata`. A body sent as
+    `Content-Type: application/yaml` is the definition itself (the `yaml` field alone)."""
 
     model_config = ConfigDict(extra="forbid")
 
     organization_slug: str | None = Field(default=None, description="Must equal the path's `{org}` when given.")
     slug: str | None = Field(default=None, description="Must equal the path's `{slug}` when given.")
-    display_name: str = Field(min_length=1, description="Human-readable name.")
-    agent_type: str = Field(min_length=1, description="Agent type, e.g. `tool`.")
-    mode_profile: str = Field(min_length=1, description="Mode profile, e.g. `tool_full`.")
-    status: str = Field(min_length=1, description="Lifecycle status, e.g. `active`.")
+    display_name: str | None = Field(
+        default=None, min_length=1, description="Human-readable name (default: `metadata.displayName`, else `name`)."
+    )
+    agent_type: str | None = Field(
+        default=None, min_length=1, description="Agent type, e.g. `tool` (default: `metadata.type`)."
+    )
+    mode_profile: str | None = Field(
+        default=None, description=f"Mode profile: {', '.join(f'`{p}`' for p in MODE_PROFILES)} (the default)."
+    )
+    status: str | None = Field(default=None, min_length=1, description="Lifecycle status (default `active`).")
     yaml: str = Field(min_length=1, description="The agent definition as a YAML or JSON string.")
     description: str | None = Field(default=None, description="What the agent does.")
     context: Any = Field(default=None, description="Optional context (text or JSON).")
@@ -71,9 +84,16 @@ class AgentUpsert(BaseModel):
     config: Any = Field(default=None, description="Optional extra configuration.")
     version: str | None = Field(default=None, description="Record version, e.g. `0.1.0`.")
 
+    @field_validator("mode_profile")
+    @classmethod
+    def _known_profile(cls, value: str | None) -> str | None:
+        if value is not None and value not in MODE_PROFILES:
+            raise ValueError(f"unknown mode profile {value!r}: use {', '.join(repr(p) for p in MODE_PROFILES)}")
+        return value
+
     def record_fields(self) -> dict[str, Any]:
-        """The record's columns other than the key."""
-        return self.model_dump(exclude={"organization_slug", "slug"})
+        """The record's columns other than the key (the ones not given left out)."""
+        return self.model_dump(exclude={"organization_slug", "slug"}, exclude_none=True)
 
 
 # -- responses -----------------------------------------------------------------------------------

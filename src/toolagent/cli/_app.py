@@ -8,7 +8,7 @@ import importlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -57,6 +57,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("audit", "Verify, export and list the audit log."),
     "sql": ("sql", "Check SQL with the guard the runner and the Supabase server use."),
     "supabase": ("supabase", "Install the SQL functions the Supabase server calls over HTTPS, or print them."),
+    "info": (
+        "info",
+        "The version, the store, the server and engine configs and the user in use, and where each came from.",
+    ),
     "worker": (
         "worker",
         "Run submitted BUILD runs and async tool calls until SIGTERM (needs a PostgreSQL store and the workers extra).",
@@ -85,11 +89,23 @@ _show_no_type_for_flags()
 
 def _set_global(ctx: Any, param: Any, value: Any) -> Any:
     """Callback of a global option given after a command: it wins over the one given before."""
-    if value is None or value is False:
-        return value
+    if value is None or value is False or value == () or value == []:
+        return value  # not given after the command (a many-valued option's absence is empty)
     name = param.name.removeprefix("global_")
+    if name == "servers":
+        value = _joined_servers(value)
     setattr(state, "json" if name == "as_json" else name, value)
+    state.sources[name] = "flag"
     return value
+
+
+def _joined_servers(files: Any) -> str | None:
+    """`--servers` given once or more, as one `os.pathsep`-separated list (what the variable holds)."""
+    import os
+
+    if not files:
+        return None
+    return files if isinstance(files, str) else os.pathsep.join(files)
 
 
 def add_global_options(command: Any, globals_: list[Any]) -> None:
@@ -207,13 +223,24 @@ class Globals:
     user: str | None = None
     logging_ready: bool = False
     """Logging is set up (by the first `run`, or by a command that sets up its own)."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Where `db`, `servers` and `user` came from: `flag` or `environment` (absent: not given)."""
 
 
 state = Globals()
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"toolagent {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
 def _global_options(
+    ctx: typer.Context,
     db: str | None = typer.Option(
         None,
         "--db",
@@ -222,17 +249,21 @@ def _global_options(
         metavar="URL|FILE",
         help="The store: a file path (./x.db), sqlite+aiosqlite:///PATH or postgresql://USER@HOST/DB. In a "
         "sqlite URL, three slashes and a relative path (sqlite:///x.db) is relative to the working directory; "
-        "four slashes (sqlite:////var/x.db) is absolute. Default: ./.toolagent/toolagent.db.",
+        "four slashes (sqlite:////var/x.db) is absolute. Default: toolagent.db in your data directory "
+        "($XDG_DATA_HOME/toolagent, else ~/.local/share/toolagent), or ./.toolagent/toolagent.db where one exists. "
+        "`toolagent info` shows which.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors, and debug logs."),
-    servers: str | None = typer.Option(
+    servers: list[str] | None = typer.Option(
         None,
         "--servers",
         envvar="TOOLAGENT_MCP_CONFIG",
         show_envvar=True,
         metavar="FILE",
-        help="The MCP server config (an mcpServers JSON file). Default: ./mcp.json.",
+        help="The MCP server config (an mcpServers JSON file); given more than once, the files' servers are "
+        "merged (the variable takes several separated by ':'). Default: ./mcp.json, else the config "
+        "shipped with toolagent.",
     ),
     user: str | None = typer.Option(
         None,
@@ -242,9 +273,27 @@ def _global_options(
         metavar="NAME",
         help="Act as this user. Default: the local user.",
     ),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+    ),
 ) -> None:
-    state.db, state.json, state.debug, state.servers, state.user = db, as_json, debug, servers, user
+    state.db, state.json, state.debug, state.user = db, as_json, debug, user
+    state.servers = _joined_servers(servers)
     state.logging_ready = False
+    state.sources = {}
+    for name in ("db", "servers", "user"):
+        # By name: typer carries its own copy of click, whose `ParameterSource` this is.
+        source = getattr(ctx.get_parameter_source(name), "name", None)
+        if source == "COMMANDLINE":
+            state.sources[name] = "flag"
+        elif source == "ENVIRONMENT":
+            state.sources[name] = "environment"
+    if state.sources.get("servers") == "environment":
+        # click splits a many-valued option's variable at whitespace; the variable's own
+        # separator is the path list's (`os.pathsep`), which `ServersConfig.load` splits at.
+        from ..settings import Settings
+
+        state.servers = Settings.from_env().mcp_config
 
 
 def _configure_logging() -> None:
@@ -273,15 +322,52 @@ def run(fn: Callable[[], Awaitable[T]]) -> T:
     import anyio
 
     _configure_logging()
+    _note_working_directory_store()
 
     try:
         return anyio.run(fn)
     except ToolAgentError as exc:
         if state.debug:
             raise
-        fail(exc.message, exc.exit_code)
+        fail(_naming_the_store(exc), exc.exit_code)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+
+
+def store_in_use() -> tuple[str, str]:
+    """The store this command opens, as it may be printed (password masked), and where it came
+    from: `--db`, `TOOLAGENT_DATABASE_URL`, `./.toolagent/` in the working directory, or the
+    per-user default."""
+    from ..store.db import default_store, shown_url
+
+    if state.db:
+        origin = "--db" if state.sources.get("db") == "flag" else "TOOLAGENT_DATABASE_URL"
+        return shown_url(state.db), origin
+    choice = default_store()
+    origin = {
+        "environment": "TOOLAGENT_DATABASE_URL",
+        "working directory": "an existing ./.toolagent/ in the working directory",
+        "user default": "the per-user default",
+    }[choice.origin]
+    return shown_url(choice.url), origin
+
+
+def _note_working_directory_store() -> None:
+    # The default store moved from the working directory to the user's data directory; one left
+    # in a working directory is still used, and said so, so that two stores never hide each other.
+    if state.db is None and Path(".toolagent", "toolagent.db").is_file() and not state.json:
+        url, _ = store_in_use()
+        err.print(f"note: using the store in this working directory ({url}); pass --db to use another", markup=False)
+
+
+def _naming_the_store(exc: ToolAgentError) -> str:
+    """A not-found message with the store it was looked up in, so a wrong store shows at once."""
+    from ..errors import NotFound
+
+    if not isinstance(exc, NotFound) or exc.message.startswith("tool "):
+        return exc.message
+    url, origin = store_in_use()
+    return f"{exc.message}\n(looked up in the store {url}, from {origin}; `toolagent info` shows the configuration)"
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:

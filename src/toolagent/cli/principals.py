@@ -39,10 +39,30 @@ def users_add(
     async def body() -> None:
         async with open_engine() as engine:
             user = await engine.principals.add_user(name, level=level, plan=plan)
+            limits = engine.config.plan(user.plan)
         if state.json:
-            emit_json(user.to_json())
+            emit_json(
+                {
+                    **user.to_json(),
+                    "monthlyBudget": limits.monthly_budget,
+                    "ratePerMinute": limits.rate_per_minute,
+                }
+            )
         else:
-            out.print(f"added user {user.name} ({user.level}, plan {user.plan})", markup=False)
+            budget = (
+                "no monthly budget"
+                if limits.monthly_budget is None
+                else f"{limits.monthly_budget:,} tool calls a month"
+            )
+            rate = "no per-minute cap" if limits.rate_per_minute is None else f"{limits.rate_per_minute:,} a minute"
+            out.print(f"added user {user.name} ({user.level}, plan {user.plan}: {budget}, {rate})", markup=False)
+            if limits.monthly_budget is not None:
+                # A CI key or a service soon outgrows a small plan: say how to give it more.
+                out.print(
+                    f"more: `toolagent users set-plan {user.name} PLAN` (toolagent info shows the engine config; "
+                    "its `plans` set each plan's figures)",
+                    markup=False,
+                )
 
     run(body)
 

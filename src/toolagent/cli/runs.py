@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import typer
 
-from ..data import demo_payload_file
+from ..data import demo_payload_file, servers_file
 from ..engine import EngineConfig
-from ..errors import NotFound, UsageError
+from ..errors import DefinitionInvalid, NotFound, UsageError
 from ..mcp.config import ServersConfig
 from ..model.status import RunStatus, StepStatus
 from ..runtime import Runtime
@@ -71,6 +71,7 @@ async def _build(
     seed_first: bool = False,
     submit: bool = False,
     wait: bool = False,
+    servers: str | None = None,
 ) -> int:
     if payload is not None and not isinstance(payload, dict):
         raise UsageError("--payload must be a JSON object")
@@ -79,7 +80,7 @@ async def _build(
     # Here, not with the module: `runs list`, `runs show` and `deliverables` need no agent loader.
     from ..runs import load_agent, plan_build
 
-    config = ServersConfig.load(state.servers)
+    config = ServersConfig.load(servers or state.servers)
     async with open_store(state.db) as store:
         if seed_first:
             from ..seeding import default_seed_files, seed_files
@@ -87,7 +88,10 @@ async def _build(
 
             for ref, seeded in await seed_files(store, default_seed_files(), operator()):
                 err.print(f"[dim]seed: {seeded} {ref}[/]", markup=True)
-        agent = await load_agent(agent_ref, store)
+        try:
+            agent = await load_agent(agent_ref, store)
+        except DefinitionInvalid as exc:
+            raise await _with_namespace_suggestions(exc, config) from exc
         plan = plan_build(agent, overrides, deliverable_format=fmt)
         check_payload(plan.agent_ref, plan.steps, payload)
         if submit_wanted(submit):
@@ -109,6 +113,7 @@ async def _build(
             runner = runtime.runner(CallContext(principal))
             outcome = await runner.run(plan, payload, on_event=_progress if is_tty() or not state.json else None)
     d = outcome.deliverable
+    from_file = agent.source != agent.ref
     if state.json:
         emit_json(
             {
@@ -132,6 +137,14 @@ async def _build(
             + (f" — {outcome.error}" if outcome.error else ""),
             markup=True,
         )
+        if from_file:
+            # The run and deliverable carry the file's org/slug; without this line that reads as
+            # if the agent were in the store, and `agents show` of it then fails.
+            err.print(
+                f"[dim]agent {plan.agent_ref} was read from {agent_ref} and is not stored; "
+                f"`toolagent agents upsert {agent_ref}` stores it[/]",
+                markup=True,
+            )
     return 0 if outcome.ok else EXIT_FAILED
 
 
@@ -173,6 +186,27 @@ def build(
     raise typer.Exit(code)
 
 
+async def _with_namespace_suggestions(exc: DefinitionInvalid, servers: ServersConfig) -> DefinitionInvalid:
+    """`exc` with, for each tool named without its namespace, the configured names it may mean."""
+    import re
+
+    from ..errors import Problem
+    from .tools import qualified_matches
+
+    bare = re.compile(r"^Tool '([^'/]+)' must include namespace")
+    names = [m.group(1) for p in exc.problems if (m := bare.match(p.message))]
+    if not names:
+        return exc
+    meant = await qualified_matches(names, servers)
+    problems = []
+    for p in exc.problems:
+        m = bare.match(p.message)
+        found = meant.get(m.group(1)) if m else None
+        suffix = f"; did you mean {' or '.join(repr(q) for q in found)}?" if found else ""
+        problems.append(Problem(p.path, p.message + suffix))
+    return DefinitionInvalid(problems, source=exc.source)
+
+
 @app.command("demo")
 def demo(
     question: str = typer.Option("top 10 conversations by date", "--question", "-q", help="The analytics question."),
@@ -180,15 +214,19 @@ def demo(
 ) -> None:
     """Seed demo/supabase-agent and run its BUILD on the embedded demo database (no network needed).
 
-    Runs like `toolagent build` (through the execution engine, as --user or the local user); the
-    demo's Supabase tools are marked safe in mcp.json, so the default execute_basic level may run them.
+    Runs like `toolagent build` (through the execution engine, as --user or the local user), with
+    the server config shipped with toolagent whatever --servers or ./mcp.json say; its Supabase
+    tools are marked safe there, so the default execute_basic level may run them.
 
     Example: toolagent demo --question "how many conversations per status" --format text
     """
     example = demo_payload_file()
     overrides = json.loads(example.read_text()) if example.is_file() else {}
     overrides.setdefault("toolParams", {}).setdefault("supabase/generate-sql", {})["query"] = question
-    code = run(lambda: _build("demo/supabase-agent", {}, overrides, fmt, seed_first=True))
+    # The demo's server is the one shipped with toolagent, whatever --servers or a ./mcp.json of
+    # one's own configures: writing a config for one's own server must not break the demo.
+    shipped = str(servers_file())
+    code = run(lambda: _build("demo/supabase-agent", {}, overrides, fmt, seed_first=True, servers=shipped))
     raise typer.Exit(code)
 
 

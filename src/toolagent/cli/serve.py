@@ -15,7 +15,7 @@ import typer
 
 from ..engine.logs import configure_logging
 from ..mcp.config import ServersConfig
-from ._app import EXIT_NO_LISTEN, EXIT_USAGE, app, err, fail, run, state
+from ._app import EXIT_NO_LISTEN, EXIT_USAGE, app, err, fail, run, state, store_in_use
 
 
 def ensure_can_listen(host: str, port: int) -> None:
@@ -39,6 +39,11 @@ def ensure_can_listen(host: str, port: int) -> None:
                 f"cannot listen on {host}:{port}: {exc.strerror}; stop whatever uses it or pass another --port",
                 EXIT_NO_LISTEN,
             )
+
+
+def _store_line() -> str:
+    url, origin = store_in_use()
+    return f"store: {url} ({origin})"
 
 
 @app.command("serve")
@@ -89,6 +94,7 @@ def serve(
     async def body() -> None:
         config = ServersConfig.load(state.servers)
         err.print(f"toolagent API on http://{host}:{port} (servers: {', '.join(config.enabled) or 'none'})")
+        err.print(_store_line(), markup=False)
         api = create_app(db=state.db, servers=config)
         api.state.submit_runs = submit  # read by the BUILD route (see `toolagent.workers`)
         api.state.freeze_heap = True  # this process is the server's own (`toolagent._heap`)
@@ -115,6 +121,7 @@ def _serve_workers(host: str, port: int, log_level: str, workers: int, submit: b
     err.print(
         f"toolagent API on http://{host}:{port}, {workers} workers (servers: {', '.join(config.enabled) or 'none'})"
     )
+    err.print(_store_line(), markup=False)
     uvicorn.run(
         "toolagent.cli.serve:worker_app", factory=True, host=host, port=port, workers=workers, log_level=log_level
     )

@@ -97,12 +97,50 @@ def namespaces_of(tools: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(t.partition("/")[0] for t in tools))
 
 
-def _check_name(name: str) -> None:
+async def _check_name(name: str, servers: ServersConfig) -> None:
     from ..agents.validation import msg_no_namespace
 
     ns, sep, tool = name.partition("/")
     if not sep or not ns or not tool:
-        raise UsageError(msg_no_namespace(name) + "; `toolagent tools list` shows the names")
+        meant = (await qualified_matches([tool or ns or name], servers)).get(tool or ns or name)
+        hint = f"; did you mean {' or '.join(repr(m) for m in meant)}?" if meant else ""
+        raise UsageError(msg_no_namespace(name) + hint + " `toolagent tools list` shows the names")
+
+
+#: How long the servers may take to list their tools when only a suggestion depends on it.
+SUGGESTION_WAIT_S = 20.0
+
+
+async def qualified_matches(names: Iterable[str], servers: ServersConfig) -> dict[str, list[str]]:
+    """For each tool name given without its namespace, the configured `namespace/tool` names it
+    may mean: the tools of that name on any server, else the closest names. Starts the servers
+    (an error path pays for it, to name the fix); a server that does not answer in time is left out.
+    """
+    import difflib
+
+    import anyio
+
+    wanted = [n for n in names if n]
+    if not wanted or not servers.enabled:
+        return {}
+    qualified: list[str] = []
+    with anyio.move_on_after(SUGGESTION_WAIT_S):
+        async with open_runtime(state.db, servers) as runtime:
+            await runtime.catalogue.refresh()
+            qualified = [entry.name for entry in runtime.catalogue.registry.entries()]
+    out: dict[str, list[str]] = {}
+    for name in wanted:
+        exact = [q for q in qualified if q.partition("/")[2] == name]
+        if exact:
+            out[name] = exact
+            continue
+        by_tool: dict[str, list[str]] = {}
+        for q in qualified:
+            by_tool.setdefault(q.partition("/")[2], []).append(q)
+        close = difflib.get_close_matches(name, list(by_tool), n=3, cutoff=0.6)
+        if close:
+            out[name] = [q for c in close for q in by_tool[c]]
+    return out
 
 
 def _may_run(decision: Decision, entry: ToolEntry) -> str:
@@ -217,8 +255,8 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
     """
 
     async def body() -> None:
-        _check_name(name)
         servers = ServersConfig.load(state.servers)
+        await _check_name(name, servers)
         async with cli_runtime(servers) as (runtime, me):
             await runtime.tools.resolve(name)  # names the configured servers, or the server's tools, when wrong
             await runtime.catalogue.refresh([name.partition("/")[0]])
@@ -275,11 +313,13 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
 # -- call ---------------------------------------------------------------------------------------
 
 
-def _denial_message(exc: ExecutionDenied, me: Principal) -> str:
+def _denial_message(
+    exc: ExecutionDenied, me: Principal, *, risk_source: str | None = None, config_file: str | None = None
+) -> str:
     from ..engine.hints import denial_fix
 
     lines = [f"denied: {exc.message}"]
-    fix = denial_fix(exc, me.name)
+    fix = denial_fix(exc, me.name, risk_source=risk_source, config_file=config_file)
     if fix:
         lines.append(f"fix: {fix}")
     if exc.execution_id:
@@ -348,10 +388,10 @@ def tools_call(
     async def body() -> int:
         if not isinstance(arguments, dict):
             raise UsageError('--args must be a JSON object, e.g. --args \'{"text": "hi"}\'')
-        _check_name(name)
         if timeout_ms is not None and not MIN_TIMEOUT_MS <= timeout_ms <= MAX_TIMEOUT_MS:
             raise UsageError(f"--timeout must be between {MIN_TIMEOUT_MS} and {MAX_TIMEOUT_MS} ms, got {timeout_ms}")
         servers = ServersConfig.load(state.servers)
+        await _check_name(name, servers)
         async with cli_runtime(servers) as (runtime, me):
             ctx = CallContext(me, timeout_ms=timeout_ms)
             if agent is not None:  # before any server starts: an unknown agent fails at once
@@ -386,7 +426,9 @@ def tools_call(
             # Reported (and the exit decided) before the runtime closes: a server still busy with
             # the abandoned call can take seconds to stop, and the answer is due at the limit.
             try:
-                return _report(outcome, me)
+                return _report(
+                    outcome, me, risk_source=entry.risk_source, config_file=servers.file_of(entry.spec.server)
+                )
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -394,8 +436,11 @@ def tools_call(
     raise typer.Exit(run(body))
 
 
-def _report(outcome: CallOutcome, me: Principal) -> int:
-    """Print a call's outcome: its result and 0, or its error line and exit 1 (2 for bad arguments)."""
+def _report(
+    outcome: CallOutcome, me: Principal, *, risk_source: str | None = None, config_file: str | None = None
+) -> int:
+    """Print a call's outcome: its result and 0, or its error line and exit 1 (2 for bad arguments).
+    A denial's fix is worded for the tool's `risk_source`, naming the server's `config_file`."""
     execution: Execution | None = outcome.record
     problem: str | None = None
     exc = outcome.exception
@@ -405,7 +450,7 @@ def _report(outcome: CallOutcome, me: Principal) -> int:
         fail(exc.message, EXIT_FAILED)  # refused before the gate (the SQL guard): nothing was recorded
     if outcome.status is CallStatus.DENIED:
         if isinstance(exc, ExecutionDenied):
-            problem = _denial_message(exc, me)
+            problem = _denial_message(exc, me, risk_source=risk_source, config_file=config_file)
         elif isinstance(exc, RateLimited | BudgetExceeded):
             execution, problem = None, _limit_message(exc)
         else:

@@ -14,6 +14,7 @@ default_timeout_ms: 30000
 retention_days: 90
 local_user_level: execute_basic
 local_user_plan: enterprise
+local_user_rate_per_minute: null              # the CLI's local user: no per-minute cap (its budget stays)
 tools:
   "shell/*": {enabled: false}                 # exact names first, then fnmatch patterns in file order
   "fs/read_file": {tags: [files, read], version: "2.0.0"}
@@ -116,6 +117,13 @@ class EngineConfig(_Model):
     local_user_plan: Plan = Field(
         default="enterprise",
         description="Plan of the CLI's local user (enterprise: no monthly budget for the operator).",
+    )
+    local_user_rate_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="Calls per minute of the CLI's local user (acting on this machine, with no API key) in "
+        "place of its plan's rate; null (default): no per-minute cap. Its plan's monthly budget and the "
+        "category and tool rates still apply, and the same user calling through the API keeps its plan's rate.",
     )
     tools: dict[str, ToolOverride] = Field(
         default_factory=dict,

@@ -16,6 +16,7 @@ transactions never wait on each other's rows in a cycle.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,20 +86,26 @@ class Limits:
         self.counters = LimitCounters(db)
 
     def rules(
-        self, user: str, plan: str, *, tool: str | None = None, category: str | None = None, now_s: float | None = None
+        self,
+        user: str,
+        plan: str,
+        *,
+        tool: str | None = None,
+        category: str | None = None,
+        now_s: float | None = None,
+        local_operator: bool = False,
     ) -> list[LimitRule]:
-        """The counters a call by `user` to `tool` (of `category`) takes from, in taking order."""
+        """The counters a call by `user` to `tool` (of `category`) takes from, in taking order.
+        For the local operator (`Principal.local_operator`) the per-minute rate is the config's
+        `local_user_rate_per_minute` instead of the plan's."""
         now = self.clock() if now_s is None else now_s
         minute = int(now // RATE_WINDOW_S)
         minute_end = (minute + 1) * RATE_WINDOW_S
         settings = self.config.plan(plan)
+        rate = self.config.local_user_rate_per_minute if local_operator else settings.rate_per_minute
         out: list[LimitRule] = []
-        if settings.rate_per_minute is not None:
-            out.append(
-                LimitRule(
-                    f"rate|{user}", "rate", _scope_text("rate", None), settings.rate_per_minute, minute, minute_end
-                )
-            )
+        if rate is not None:
+            out.append(LimitRule(f"rate|{user}", "rate", _scope_text("rate", None), rate, minute, minute_end))
         if category is not None and category in self.config.category_rate_per_minute:
             out.append(
                 LimitRule(
@@ -130,7 +137,9 @@ class Limits:
             )
         return out
 
-    def consume(self, conn: Connection, user: str, plan: str, *, tool: str, category: str) -> list[LimitStatus]:
+    def consume(
+        self, conn: Connection, user: str, plan: str, *, tool: str, category: str, local_operator: bool = False
+    ) -> list[LimitStatus]:
         """Take one call from every counter that applies, inside `conn`'s transaction.
 
         Returns:
@@ -145,13 +154,13 @@ class Limits:
         now = self.clock()
         statuses: list[LimitStatus] = []
         taken: list[LimitRule] = []
-        for rule in self.rules(user, plan, tool=tool, category=category, now_s=now):
+        for rule in self.rules(user, plan, tool=tool, category=category, now_s=now, local_operator=local_operator):
             used = self._take(conn, rule)
             reset_in = max(0.0, rule.reset_at_s - now)
             if used is None:
                 for earlier in taken:
                     self.counters.give_back_in(conn, earlier.key, earlier.window_no)
-                raise self._refusal(user, plan, rule, reset_in)
+                raise self._refusal(user, plan, rule, reset_in, local_operator=local_operator)
             taken.append(rule)
             statuses.append(LimitStatus(rule.kind, rule.scope, rule.limit, used, reset_in))
         return statuses
@@ -180,7 +189,9 @@ class Limits:
         """One unit from `rule`'s counter: the calls counted now, or None when it is full."""
         return self.counters.take_in(conn, rule.key, rule.window_no, rule.limit)
 
-    def _refusal(self, user: str, plan: str, rule: LimitRule, reset_in_s: float) -> RateLimited | BudgetUsedUp:
+    def _refusal(
+        self, user: str, plan: str, rule: LimitRule, reset_in_s: float, *, local_operator: bool = False
+    ) -> RateLimited | BudgetUsedUp:
         if rule.kind == "budget":
             resets = datetime.fromtimestamp(rule.reset_at_s, UTC).date().isoformat()
             return BudgetUsedUp(
@@ -190,11 +201,23 @@ class Limits:
                 retry_after_s=reset_in_s,
             )
         return RateLimited(
-            f"user '{user}' exceeded the rate limit of {rule.limit} {rule.scope}; retry in {max(1, round(reset_in_s))} s",
+            f"user '{user}' exceeded the rate limit of {rule.limit} {rule.scope}; retry in {max(1, round(reset_in_s))} s, "
+            f"or raise it in the engine config (TOOLAGENT_ENGINE_CONFIG): {self._setting_of(rule, plan, local_operator)}",
             limit=rule.limit,
             remaining=0,
             retry_after_s=reset_in_s,
         )
+
+    @staticmethod
+    def _setting_of(rule: LimitRule, plan: str, local_operator: bool) -> str:
+        """The engine config entry that sets `rule`'s limit, as the refusal names it."""
+        if rule.key.count("|") == 1:
+            if local_operator:
+                return "`local_user_rate_per_minute: null` (the CLI's local user)"
+            return f"`plans: {{{plan}: {{rate_per_minute: N}}}}` (null: no limit), or move the user to another plan"
+        target = rule.key.split("|", 2)[2]
+        kind, _, name = target.partition(":")
+        return f"`{kind}_rate_per_minute: {{{json.dumps(name)}: N}}`"
 
 
 __all__ = ["RATE_WINDOW_S", "BudgetUsedUp", "LimitRule", "LimitStatus", "Limits", "month_window"]

@@ -21,7 +21,7 @@ import hashlib
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -61,6 +61,10 @@ class Principal:
     """The tool categories the API key in use acts within; None: every category (an unscoped key,
     or no key at all, as on the CLI). A scoped key reads, lists and cancels only executions, tools
     and runs of these categories, whatever the user's level."""
+    local_operator: bool = False
+    """The CLI's (or the library's) local user, acting on this machine with no API key: its
+    per-minute rate is the engine config's `local_user_rate_per_minute` (none by default), not
+    its plan's. The same user over the API is held to its plan's rate."""
 
     @property
     def is_admin(self) -> bool:
@@ -234,6 +238,9 @@ class Principals:
         """
         if name:
             return await self.get_user(name)
+        return replace(await self._local_user(), local_operator=True)
+
+    async def _local_user(self) -> Principal:
         local = local_user_name()
         try:
             return await self.get_user(local)

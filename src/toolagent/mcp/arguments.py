@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ArgumentsInvalid, UpstreamError
@@ -111,7 +112,35 @@ def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> None:
         for e in errors[:10]:
             where = ".".join(str(p) for p in e.absolute_path)
             parts.append(f"`{where}`: {e.message}" if where else e.message)
-        raise ArgumentsInvalid(f"arguments for '{spec.name}' do not match its input schema: " + "; ".join(parts))
+        raise SchemaMismatch(
+            f"arguments for '{spec.name}' do not match its input schema: " + "; ".join(parts),
+            violations=[
+                Violation(tuple(e.absolute_path), e.validator, e.validator_value, e.instance) for e in errors[:10]
+            ],
+        )
 
 
-__all__ = ["Quick", "check_arguments", "quick_check"]
+@dataclass(frozen=True)
+class Violation:
+    """One way the arguments break the schema, for a caller that words its own fix (a BUILD
+    step names the template that produced the value)."""
+
+    path: tuple[str | int, ...]
+    """Where in the arguments."""
+    keyword: str
+    """The schema keyword that failed (`type`, `required`, ...)."""
+    expected: Any
+    """That keyword's value in the schema (`"string"` for a `type`)."""
+    value: Any
+    """The value found there."""
+
+
+class SchemaMismatch(ArgumentsInvalid):
+    """The tool arguments do not match the tool's input schema (with each violation)."""
+
+    def __init__(self, message: str, *, violations: list[Violation]) -> None:
+        self.violations = violations
+        super().__init__(message)
+
+
+__all__ = ["Quick", "SchemaMismatch", "Violation", "check_arguments", "quick_check"]

@@ -11,18 +11,25 @@
 ```
 
 `${VAR}` anywhere in a string is replaced from the environment (a missing variable is an error
-naming it; `${VAR:-default}` gives a default). A tool's namespace is its server's name.
+naming it; `${VAR:-default}` gives a default). `${file:PATH}` is replaced by the contents of a
+file (relative to the config file; one trailing newline dropped) and `${secret:NAME}` by the file
+NAME in the secrets directory: the top-level `secrets_dir`, else `/run/secrets`, where Docker
+mounts secrets (Kubernetes mounts a Secret wherever its volume says: set `secrets_dir` to that).
+A missing secret is an error naming it when the config loads, never later; secret values are
+kept in memory only (no store row, log line, `repr` or error message holds them).
+A tool's namespace is its server's name.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ..data import servers_file
 from ..errors import EnvVarMissing, ServerConfigError
@@ -39,32 +46,91 @@ Risk = Literal["safe", "moderate", "dangerous"]
 # Names pydantic puts in an error's location for the union's branches: not part of the field path.
 _KIND_LOCS = ("StdioServer", "HttpServer", "PythonServer", "stdio", "http", "python")
 _PYTHON_TARGET = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+#: Where `${secret:NAME}` looks when the config sets no `secrets_dir` (Docker's mount point).
+DEFAULT_SECRETS_DIR = "/run/secrets"
+
+# One pass over each string, so a value substituted in (an environment variable holding
+# `${file:/etc/shadow}`, say) is never expanded again.
+_REF = re.compile(
+    r"\$\{(?:(?P<kind>file|secret):(?P<target>[^}]*?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*))(?::-(?P<default>[^}]*))?\}"
+)
 
 
-def expand_env(value: Any, *, where: str, environ: dict[str, str] | None = None) -> Any:
-    """Replace `${VAR}` in every string of `value`.
+def expand_env(
+    value: Any,
+    *,
+    where: str,
+    environ: dict[str, str] | None = None,
+    base: Path | None = None,
+    secrets_dir: str | None = None,
+) -> Any:
+    """Replace `${VAR}`, `${file:PATH}` and `${secret:NAME}` in every string of `value`.
+
+    Args:
+        value: parsed JSON.
+        where: its path, for messages.
+        environ: the variables (default: the process environment).
+        base: the folder a relative `${file:PATH}` is relative to (default: the working directory).
+        secrets_dir: the folder of `${secret:NAME}` (default `DEFAULT_SECRETS_DIR`).
 
     Raises:
         EnvVarMissing: a referenced variable is unset and has no default.
+        ServerConfigError: a referenced secret file is missing or unreadable (naming it, not its value).
     """
     env = settings_environ() if environ is None else environ
     if isinstance(value, str):
 
         def sub(m: re.Match[str]) -> str:
-            name, default = m.group(1), m.group(2)
+            name, default, kind = m.group("name"), m.group("default"), m.group("kind")
+            if kind is not None:
+                return _read_secret(kind, m.group("target"), default, where=where, base=base, secrets_dir=secrets_dir)
             if name in env:
                 return env[name]
             if default is not None:
                 return default
             raise EnvVarMissing(name, source=where)
 
-        return _VAR.sub(sub, value)
+        return _REF.sub(sub, value)
+    kw: dict[str, Any] = {"environ": environ, "base": base, "secrets_dir": secrets_dir}
     if isinstance(value, dict):
-        return {k: expand_env(v, where=f"{where}.{k}", environ=environ) for k, v in value.items()}
+        return {k: expand_env(v, where=f"{where}.{k}", **kw) for k, v in value.items()}
     if isinstance(value, list):
-        return [expand_env(v, where=f"{where}[{i}]", environ=environ) for i, v in enumerate(value)]
+        return [expand_env(v, where=f"{where}[{i}]", **kw) for i, v in enumerate(value)]
     return value
+
+
+def _read_secret(
+    kind: str, target: str, default: str | None, *, where: str, base: Path | None, secrets_dir: str | None
+) -> str:
+    """The contents of a `${file:PATH}` or `${secret:NAME}` reference, without one trailing newline."""
+    target = target.strip()
+    if kind == "secret":
+        if not target or "/" in target or "\\" in target or target in (".", ".."):
+            raise ServerConfigError(
+                f"${{secret:{target}}} must name a file in the secrets directory (no '/')", source=where
+            )
+        path = Path(secrets_dir or DEFAULT_SECRETS_DIR) / target
+    else:
+        if not target:
+            raise ServerConfigError("${file:} needs a path, e.g. ${file:/run/secrets/token}", source=where)
+        path = Path(target).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = base / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if default is not None:
+            return default
+        what = f"secret '{target}'" if kind == "secret" else "secret file"
+        raise ServerConfigError(
+            f"{what} {path} does not exist: create or mount it"
+            + (" (or set secrets_dir to where your secrets are mounted)" if kind == "secret" else ""),
+            source=where,
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise ServerConfigError(f"secret file {path} cannot be read: {reason}", source=where) from None
+    return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
 
 
 class _ServerBase(BaseModel):
@@ -109,7 +175,7 @@ class StdioServer(_ServerBase):
     transport: Literal["stdio"] = "stdio"
     command: str = Field(min_length=1, description="Program to start; `python` means this interpreter.")
     args: list[str] = Field(default_factory=list, description="Its arguments.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    env: dict[str, str] = Field(default_factory=dict, repr=False, description="Extra environment variables.")
     cwd: str | None = Field(default=None, description="Working directory.")
 
     @field_validator("command")
@@ -125,7 +191,9 @@ class HttpServer(_ServerBase):
 
     transport: Literal["http"] = "http"
     url: str = Field(pattern=r"^https?://", description="Endpoint URL, e.g. http://127.0.0.1:8765/mcp.")
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. Authorization).")
+    headers: dict[str, str] = Field(
+        default_factory=dict, repr=False, description="Extra HTTP headers (e.g. Authorization)."
+    )
 
 
 class PythonServer(_ServerBase):
@@ -167,6 +235,17 @@ class ServersConfig(BaseModel):
     connect_timeout_s: float | None = Field(
         default=None, gt=0, description="Default `connect_timeout_s` of every server (else 60 s)."
     )
+    include: list[str] = Field(
+        default_factory=list,
+        description="Other server config files whose servers join this file's (paths relative to this file); "
+        "a server name defined twice is an error naming both files.",
+    )
+    secrets_dir: str | None = Field(
+        default=None,
+        description=f"The folder `${{secret:NAME}}` reads NAME from (default {DEFAULT_SECRETS_DIR}); relative to this file.",
+    )
+    _files: dict[str, str] = PrivateAttr(default_factory=dict)
+    """The file each server was read from (empty for a config not read from files)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -204,14 +283,27 @@ class ServersConfig(BaseModel):
         return {k: v for k, v in self.mcpServers.items() if not v.disabled}
 
     @classmethod
-    def from_data(cls, data: Any, *, source: str = "<config>", environ: dict[str, str] | None = None) -> ServersConfig:
-        """Validate parsed JSON, expanding `${VAR}` first.
+    def from_data(
+        cls, data: Any, *, source: str = "<config>", environ: dict[str, str] | None = None, base: Path | None = None
+    ) -> ServersConfig:
+        """Validate parsed JSON, expanding `${VAR}`, `${file:PATH}` and `${secret:NAME}` first.
+
+        Args:
+            data: the parsed file.
+            source: its name, for messages.
+            environ: the variables (default: the process environment).
+            base: the folder relative paths are relative to (the config file's).
 
         Raises:
-            ServerConfigError: with the field path and what to change.
+            ServerConfigError: with the field path and what to change (a missing secret named).
             EnvVarMissing: a referenced variable is not set.
         """
-        data = expand_env(data, where=source, environ=environ)
+        secrets_dir = None
+        if isinstance(data, dict) and isinstance(data.get("secrets_dir"), str):
+            secrets_dir = expand_env(data["secrets_dir"], where=f"{source}: secrets_dir", environ=environ, base=base)
+            if base is not None and not Path(secrets_dir).is_absolute():
+                secrets_dir = str(base / secrets_dir)
+        data = expand_env(data, where=source, environ=environ, base=base, secrets_dir=secrets_dir)
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -219,22 +311,61 @@ class ServersConfig(BaseModel):
             path = ".".join(str(p) for p in first["loc"] if p not in _KIND_LOCS)
             raise ServerConfigError(first["msg"], source=source, path=path or None) from exc
 
+    @property
+    def files(self) -> list[str]:
+        """The files this config was read from, in reading order (none when not read from files)."""
+        return list(dict.fromkeys(self._files.values()))
+
+    def file_of(self, server: str) -> str | None:
+        """The file `server` was defined in."""
+        return self._files.get(server)
+
     @classmethod
     def load(cls, path: str | None = None) -> ServersConfig:
         """Read `path`, else `TOOLAGENT_MCP_CONFIG`, else `./mcp.json`, else the one shipped in the package.
 
+        `path` (and the variable) may list several files separated by `os.pathsep` (`:`; `;` on
+        Windows), as `--servers` given more than once does; each file's `include` list is read
+        too. Their servers are merged; a name defined in two files is an error naming both.
+
         Raises:
-            ServerConfigError: unreadable or invalid file.
+            ServerConfigError: unreadable or invalid file, an include cycle, or a server defined twice.
         """
-        chosen = path or Settings.from_env().mcp_config
-        if chosen is None:
-            candidates = [Path(DEFAULT_CONFIG_FILE), servers_file()]
-            found = next((c for c in candidates if c.is_file()), None)
-            if found is None:
-                raise ServerConfigError(
-                    f"no MCP server config: create {DEFAULT_CONFIG_FILE} or pass --servers FILE (or set {CONFIG_ENV})"
-                )
-            chosen = str(found)
+        chosen, _ = config_file(path)
+        files = [f for f in chosen.split(os.pathsep) if f]
+        merged: dict[str, ServerParams] = {}
+        origins: dict[str, str] = {}
+        for file in files:
+            _merge(merged, origins, cls._load_with_includes(file, chain=()))
+        config = cls(mcpServers=merged)
+        config._files = origins
+        return config
+
+    @classmethod
+    def _load_with_includes(cls, file: str, *, chain: tuple[Path, ...]) -> ServersConfig:
+        where = Path(file).resolve()
+        if where in chain:
+            cycle = " -> ".join(str(p) for p in (*chain, where))
+            raise ServerConfigError(f"include cycle: {cycle}; remove one of these includes", source=file)
+        config = cls._load_file(file)
+        # A file's top-level connect_timeout_s is its own servers' default, not the merged whole's.
+        servers = {
+            name: params
+            if params.connect_timeout_s or not config.connect_timeout_s
+            else params.model_copy(update={"connect_timeout_s": config.connect_timeout_s})
+            for name, params in config.mcpServers.items()
+        }
+        merged, origins = dict(servers), dict.fromkeys(servers, file)
+        for included in config.include:
+            target = included if Path(included).is_absolute() else str(where.parent / included)
+            _merge(merged, origins, cls._load_with_includes(target, chain=(*chain, where)))
+        result = cls(mcpServers=merged)
+        result._files = origins
+        return result
+
+    @classmethod
+    def _load_file(cls, chosen: str) -> ServersConfig:
+        """One file, validated, its relative `cwd`s resolved (its includes not read)."""
         try:
             text = Path(chosen).read_text(encoding="utf-8")
         except OSError as exc:
@@ -249,11 +380,54 @@ class ServersConfig(BaseModel):
             raise ServerConfigError(
                 f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=chosen
             ) from exc
-        config = cls.from_data(data, source=chosen)
         base = Path(chosen).resolve().parent
+        config = cls.from_data(data, source=chosen, base=base)
         return config.model_copy(
             update={"mcpServers": {k: _resolve_cwd(v, base) for k, v in config.mcpServers.items()}}
         )
+
+
+ConfigOrigin = Literal["given", "environment", "working directory", "shipped"]
+
+
+def config_file(path: str | None = None) -> tuple[str, ConfigOrigin]:
+    """The server config file `load(path)` reads, and why that one: `path` (`given`), else
+    `TOOLAGENT_MCP_CONFIG` (`environment`), else `./mcp.json` (`working directory`), else the one
+    shipped in the package (`shipped`).
+
+    Raises:
+        ServerConfigError: none of them exists.
+    """
+    if path:
+        return path, "given"
+    env = Settings.from_env().mcp_config
+    if env:
+        return env, "environment"
+    if Path(DEFAULT_CONFIG_FILE).is_file():
+        return DEFAULT_CONFIG_FILE, "working directory"
+    if servers_file().is_file():
+        return str(servers_file()), "shipped"
+    raise ServerConfigError(
+        f"no MCP server config: create {DEFAULT_CONFIG_FILE} or pass --servers FILE (or set {CONFIG_ENV})"
+    )
+
+
+def _merge(into: dict[str, ServerParams], origins: dict[str, str], other: ServersConfig) -> None:
+    """Add `other`'s servers to `into` (and their files to `origins`).
+
+    Raises:
+        ServerConfigError: a server name is taken already.
+    """
+    for name, params in other.mcpServers.items():
+        if name in into:
+            first, second = origins[name], other.file_of(name) or "<config>"
+            raise ServerConfigError(
+                f"server '{name}' is defined in both {first} and {second}: its name is its tools' namespace, "
+                "so rename it in one file (or remove it from one)",
+                source=second,
+            )
+        into[name] = params
+        origins[name] = other.file_of(name) or "<config>"
 
 
 def _resolve_cwd(server: ServerParams, base: Path) -> ServerParams:

@@ -142,10 +142,12 @@ class SessionPool:
         if server is None:
             known = ", ".join(self._servers) or "none configured"
             disabled = namespace in self.config.mcpServers
+            loaded = " and ".join(self.config.files)
             why = (
-                "it is disabled in the server config"
+                f"it is disabled in the server config {self.config.file_of(namespace) or ''}".rstrip()
                 if disabled
-                else f"no server named '{namespace}' (configured: {known})"
+                else f"no server named '{namespace}' in {loaded or 'the server config'} (configured: {known}); "
+                "add it there, or pass another config with --servers FILE (given twice, both are read)"
             )
             raise ServerUnavailable(namespace, why)
         return server

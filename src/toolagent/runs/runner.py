@@ -25,7 +25,8 @@ import anyio
 
 from .._aio import task_group
 from .._evolve import evolve
-from ..errors import PolicyError, ToolAgentError
+from ..errors import ArgumentsInvalid, PolicyError, ToolAgentError
+from ..interpolation import template_source
 from ..model.bounds import ResultBounds
 from ..model.spec import ToolSpec
 from ..model.status import CallStatus, StepStatus, step_status
@@ -312,6 +313,8 @@ class BuildRunner:
             if outcome.settle is not None:
                 ctx.unsettled.append((state, outcome.settle))
             _apply(state, outcome)
+            if isinstance(outcome.exception, ArgumentsInvalid):
+                state.error = _arguments_error(outcome.exception, params_template)
         except anyio.get_cancelled_exc_class():
             state.status, state.error = CANCELLED, state.error or "cancelled"
             self._close(ctx, state, t0)
@@ -402,6 +405,34 @@ def _apply(state: StepState, outcome: CallOutcome) -> None:
         exc = outcome.exception
         # A refusal before sending (the SQL guard) speaks for itself; a broken call names its tool.
         state.error = exc.message if isinstance(exc, PolicyError) else f"tool '{tool}' failed: {outcome.error}"
+
+
+def _arguments_error(exc: ArgumentsInvalid, params_template: Any) -> str:
+    """A schema refusal in a BUILD step: that the tool was not called and, for a template that
+    rendered a number or a boolean where the schema wants a string, the template and its fix."""
+    lines = [f"{exc.message}; the tool was not called"]
+    for violation in getattr(exc, "violations", []):
+        source = template_source(params_template, violation.path)
+        wants_text = violation.keyword == "type" and (
+            violation.expected == "string" or (isinstance(violation.expected, list) and "string" in violation.expected)
+        )
+        if source is None or not wants_text or not isinstance(violation.value, int | float):
+            continue
+        kind = "boolean" if isinstance(violation.value, bool) else "number"
+        field_name = ".".join(str(p) for p in violation.path)
+        inner = source.strip()
+        fixed = (
+            "{{ " + inner[2:-2].strip() + " | string }}"
+            if inner.startswith("{{") and inner.endswith("}}") and inner.count("{{") == 1
+            else None
+        )
+        fix = (
+            f"write '{fixed}' to pass it as text" if fixed else "end its expression with `| string` to pass it as text"
+        )
+        lines.append(
+            f"`{field_name}` comes from the template '{source}', which gave the {kind} {violation.value!r}: {fix}"
+        )
+    return "; ".join(lines)
 
 
 def _emitter(sink: EventSink | None) -> Callable[[RunEvent], Awaitable[None]]:

@@ -9,6 +9,7 @@ import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -19,14 +20,17 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from ..errors import StoreError, UsageError
-from ..settings import Settings
+from ..settings import Settings, user_data_dir
 from . import migrations
 from .sqlite import INLINE_AUTOCHECKPOINT_PAGES, LogCheckpoints, sqlite_pragmas, sqlite_sync_engine
 
 #: Environment variable holding the store URL.
 DATABASE_URL_ENV = "TOOLAGENT_DATABASE_URL"
-#: Folder of the embedded default store, relative to the working directory.
+#: Folder of a store kept in the working directory (the default before the per-user one): used
+#: when it holds a store, so an existing `./.toolagent/` keeps working.
 DEFAULT_HOME = Path(".toolagent")
+#: The SQLite file of the default store, in the user's data directory (or in `DEFAULT_HOME`).
+DEFAULT_STORE_FILE = "toolagent.db"
 #: Arbitrary constant key of the PostgreSQL advisory lock that serializes migrations.
 _MIGRATION_LOCK_KEY = 7_301_245_119
 #: Threads running `Database.write` transactions at once on PostgreSQL (SQLite: one), each with a
@@ -42,12 +46,45 @@ T = TypeVar("T")
 Connection = sa.Connection
 
 
-def default_url() -> str:
-    """`TOOLAGENT_DATABASE_URL`, else a SQLite file under `./.toolagent/`."""
+StoreOrigin = Literal["environment", "working directory", "user default"]
+
+
+@dataclass(frozen=True)
+class DefaultStore:
+    """The store used when `--db` is not given, and why that one."""
+
+    url: str
+    """Its URL."""
+    origin: StoreOrigin
+    """`environment`: `TOOLAGENT_DATABASE_URL`; `working directory`: an existing `./.toolagent/`
+    store; `user default`: the SQLite file in the user's data directory."""
+
+
+def default_store() -> DefaultStore:
+    """`TOOLAGENT_DATABASE_URL`, else an existing `./.toolagent/toolagent.db`, else
+    `toolagent.db` in the user's data directory (`settings.user_data_dir()`), so a `cd` does not
+    change which agents, users and keys a command sees."""
     env = Settings.from_env().database_url
     if env:
-        return env
-    return f"sqlite+aiosqlite:///{DEFAULT_HOME / 'toolagent.db'}"
+        return DefaultStore(env, "environment")
+    here = DEFAULT_HOME / DEFAULT_STORE_FILE
+    if here.is_file():
+        return DefaultStore(f"sqlite+aiosqlite:///{here.resolve()}", "working directory")
+    return DefaultStore(f"sqlite+aiosqlite:///{user_data_dir() / DEFAULT_STORE_FILE}", "user default")
+
+
+def default_url() -> str:
+    """The URL of `default_store()`."""
+    return default_store().url
+
+
+def shown_url(url: str) -> str:
+    """`url` as it may be printed: normalized, with any password masked (`***`)."""
+    try:
+        normalized = normalize_url(url)
+        return sa.engine.make_url(normalized).render_as_string(hide_password=True)
+    except (UsageError, ValueError, sa.exc.ArgumentError):
+        return "(an invalid URL)"
 
 
 def normalize_url(url: str) -> str:

@@ -98,7 +98,12 @@ class LimitCheck(AdmissionCheck):
         """The counters this call advanced (raises the refusal, having written nothing)."""
         principal = ctx.principal
         return self.limits.consume(
-            conn, principal.name, principal.plan, tool=execution.tool, category=execution.category
+            conn,
+            principal.name,
+            principal.plan,
+            tool=execution.tool,
+            category=execution.category,
+            local_operator=principal.local_operator,
         )
 
 

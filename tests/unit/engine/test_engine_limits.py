@@ -72,7 +72,11 @@ async def test_rate_limit_is_exact_under_concurrency_and_resets(db_url: str) -> 
         assert len(refusals) == 40
         r = refusals[0]
         assert (r.code, r.limit, r.remaining, r.retry_after_s) == ("TOO_MANY_REQUESTS", 10, 0, 30.0)
-        assert r.message == "user 'bob' exceeded the rate limit of 10 calls per minute; retry in 30 s"
+        assert r.message == (
+            "user 'bob' exceeded the rate limit of 10 calls per minute; retry in 30 s, or raise it in the engine "
+            "config (TOOLAGENT_ENGINE_CONFIG): `plans: {free: {rate_per_minute: N}}` (null: no limit), "
+            "or move the user to another plan"
+        )
         page = await engine.history(bob, status="failed", limit=100)
         assert page.total_count == 40 and {e.denial for e in page.executions} == {"rate_limited"}
         assert (await engine.metrics(principal=bob)).rate_limited == {"fs/read": 40}
@@ -151,6 +155,38 @@ async def test_gate_denials_use_up_nothing(db_url: str) -> None:
             with pytest.raises(ExecutionDenied):
                 await engine.execute(spec("sh/run", "shell", "dangerous"), {}, bob, ok)
         assert passed(await burst([engine], bob, 12)) == 10
+
+
+async def test_the_local_operator_has_no_per_minute_cap_but_keeps_its_budget(tmp_path: Any) -> None:
+    clock = Clock()
+    cfg = config(plans={"free": {"rate_per_minute": 10, "monthly_budget": 40}}, local_user_plan="free")
+    async with engine_on(f"sqlite+aiosqlite:///{tmp_path / 's.db'}", clock, cfg) as engine:
+        me = await engine.principals.resolve_cli_user(None)
+        assert me.local_operator and me.plan == "free"
+        assert passed(await burst([engine], me, 25)) == 25  # past the plan's 10 a minute
+        # The same user as the API sees it (no local flag) is held to its plan's rate.
+        same_user = await engine.principals.get_user(me.name)
+        assert not same_user.local_operator
+        results = await burst([engine], same_user, 12)
+        assert passed(results) == 10
+        assert sum(isinstance(r, RateLimited) for r in results) == 2
+        # The budget counts every call: 35 of 40 are used.
+        results = await burst([engine], me, 10)
+        assert passed(results) == 5
+        assert {type(r) for r in results if isinstance(r, Exception)} == {BudgetUsedUp}
+
+
+async def test_a_local_operator_rate_when_set_is_its_cap_and_the_refusal_names_it(tmp_path: Any) -> None:
+    clock = Clock()
+    async with engine_on(
+        f"sqlite+aiosqlite:///{tmp_path / 's.db'}", clock, config(local_user_rate_per_minute=3)
+    ) as engine:
+        me = await engine.principals.resolve_cli_user(None)
+        results = await burst([engine], me, 5)
+        assert passed(results) == 3
+        refusal = next(r for r in results if isinstance(r, RateLimited))
+        assert refusal.limit == 3
+        assert "`local_user_rate_per_minute: null` (the CLI's local user)" in refusal.message
 
 
 def test_month_window() -> None:

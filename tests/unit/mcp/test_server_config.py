@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -120,3 +121,105 @@ def test_repo_config_configures_the_supabase_server() -> None:
     server = cfg.mcpServers["supabase"]
     assert isinstance(server, StdioServer) and server.args == ["-m", "toolagent.servers.supabase"]
     assert server.risk == "safe" and "execute-sql" in server.sql_tools
+
+
+# -- several files: --servers given twice, `include` ---------------------------------------------
+
+
+def _write(path: Path, servers: dict[str, object], **top: object) -> str:
+    path.write_text(json.dumps({"mcpServers": servers, **top}))
+    return str(path)
+
+
+def test_several_files_merge_and_each_server_knows_its_file(tmp_path: Path) -> None:
+    mine = _write(tmp_path / "mine.json", {"mine": {"command": "node", "args": ["x.js"]}}, connect_timeout_s=9)
+    shipped = _write(tmp_path / "shipped.json", {"supabase": {"command": "python", "connect_timeout_s": 3}})
+    config = ServersConfig.load(os.pathsep.join([mine, shipped]))
+    assert list(config.enabled) == ["mine", "supabase"]
+    assert (config.file_of("mine"), config.file_of("supabase")) == (mine, shipped)
+    assert config.files == [mine, shipped]
+    # A file's top-level connect timeout stays its own servers' default.
+    assert config.mcpServers["mine"].connect_timeout_s == 9
+    assert config.mcpServers["supabase"].connect_timeout_s == 3
+
+
+def test_a_server_defined_in_two_files_is_an_error_naming_both(tmp_path: Path) -> None:
+    one = _write(tmp_path / "one.json", {"db": {"command": "a"}})
+    two = _write(tmp_path / "two.json", {"db": {"url": "http://127.0.0.1:9/mcp"}})
+    with pytest.raises(ServerConfigError) as caught:
+        ServersConfig.load(os.pathsep.join([one, two]))
+    assert f"server 'db' is defined in both {one} and {two}" in caught.value.message
+    assert "rename it in one file" in caught.value.message
+
+
+def test_include_reads_other_files_relative_to_the_including_one(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    _write(tmp_path / "shared" / "base.json", {"base": {"command": "b", "cwd": "work"}})
+    top = _write(tmp_path / "mcp.json", {"mine": {"command": "m"}}, include=["shared/base.json"])
+    config = ServersConfig.load(top)
+    assert list(config.enabled) == ["mine", "base"]
+    assert config.file_of("base") == str(tmp_path / "shared" / "base.json")
+    # A relative cwd is relative to the file that defines the server.
+    assert config.mcpServers["base"].cwd == str(tmp_path / "shared" / "work")  # type: ignore[union-attr]
+
+
+def test_an_include_cycle_and_an_included_collision_are_refused(tmp_path: Path) -> None:
+    a = _write(tmp_path / "a.json", {"x": {"command": "x"}}, include=["b.json"])
+    _write(tmp_path / "b.json", {"y": {"command": "y"}}, include=["a.json"])
+    with pytest.raises(ServerConfigError, match="include cycle: .*a.json -> .*b.json -> .*a.json"):
+        ServersConfig.load(a)
+    c = _write(tmp_path / "c.json", {"x": {"command": "x"}}, include=["d.json"])
+    _write(tmp_path / "d.json", {"x": {"command": "other"}})
+    with pytest.raises(ServerConfigError, match=r"server 'x' is defined in both .*c.json and .*d.json"):
+        ServersConfig.load(c)
+
+
+# -- secrets: ${file:PATH}, ${secret:NAME} --------------------------------------------------------
+
+
+def test_file_and_secret_references_read_files_relative_to_the_config(tmp_path: Path) -> None:
+    (tmp_path / "token.txt").write_text("s3cret-from-file\n")
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "api_key").write_text("s3cret-from-dir")
+    path = _write(
+        tmp_path / "mcp.json",
+        {
+            "a": {"command": "a", "env": {"TOKEN": "${file:token.txt}", "KEY": "${secret:api_key}"}},
+            "b": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${secret:api_key}"}},
+        },
+        secrets_dir="secrets",
+    )
+    config = ServersConfig.load(path)
+    a, b = config.mcpServers["a"], config.mcpServers["b"]
+    assert isinstance(a, StdioServer) and a.env == {"TOKEN": "s3cret-from-file", "KEY": "s3cret-from-dir"}
+    assert isinstance(b, HttpServer) and b.headers == {"Authorization": "Bearer s3cret-from-dir"}
+    # Values stay out of every printed form of the config.
+    assert "s3cret" not in repr(config) and "s3cret" not in str(config.mcpServers)
+
+
+def test_a_missing_secret_is_an_error_naming_it_when_the_config_loads(tmp_path: Path) -> None:
+    path = _write(tmp_path / "mcp.json", {"a": {"command": "a", "env": {"KEY": "${secret:api_key}"}}}, secrets_dir="s")
+    with pytest.raises(ServerConfigError) as caught:
+        ServersConfig.load(path)
+    message = caught.value.message
+    assert f"secret 'api_key' {tmp_path / 's' / 'api_key'} does not exist: create or mount it" in message
+    assert "mcpServers.a.env.KEY" in message
+    path = _write(tmp_path / "mcp.json", {"a": {"command": "a", "env": {"KEY": "${file:/nonexistent/key}"}}})
+    with pytest.raises(ServerConfigError, match="secret file /nonexistent/key does not exist"):
+        ServersConfig.load(path)
+    # A default stands in for a missing file, as for a variable; `/` cannot leave the secrets directory.
+    path = _write(tmp_path / "mcp.json", {"a": {"command": "a", "env": {"KEY": "${secret:none:-}"}}})
+    assert ServersConfig.load(path).mcpServers["a"].env == {"KEY": ""}  # type: ignore[union-attr]
+    path = _write(tmp_path / "mcp.json", {"a": {"command": "a", "env": {"KEY": "${secret:../etc/passwd}"}}})
+    with pytest.raises(ServerConfigError, match="must name a file in the secrets directory"):
+        ServersConfig.load(path)
+
+
+def test_a_substituted_value_is_never_expanded_again(tmp_path: Path) -> None:
+    (tmp_path / "private").write_text("do not read")
+    cfg = ServersConfig.from_data(
+        {"mcpServers": {"a": {"command": "a", "env": {"X": "${INNER}"}}}},
+        environ={"INNER": "${file:private}"},
+        base=tmp_path,
+    )
+    assert cfg.mcpServers["a"].env == {"X": "${file:private}"}  # type: ignore[union-attr]
