@@ -216,6 +216,14 @@ def check_agent_change(actor: Actor, state: OrgState, action: Action, ref: str, 
     )
 
 
+def may_edit_agents(actor: Actor, state: OrgState) -> bool:
+    """`actor` may change the organization's agents (so sees their secrets as stored; everyone else
+    reads them masked, `engine.agent_masking`)."""
+    if actor.operator:
+        return True
+    return check_level(actor) is None and at_least(effective_role(actor, state), "editor")
+
+
 def check_org_admin(actor: Actor, state: OrgState, what: str) -> str | None:
     """Why `actor` may not `what` (e.g. "manage the members of") the organization, or None."""
     if at_least(effective_role(actor, state), "admin"):
@@ -243,6 +251,7 @@ __all__ = [
     "check_org_admin",
     "effective_role",
     "grant_hint",
+    "may_edit_agents",
     "needed_role",
     "parse_role",
     "security_changed",
