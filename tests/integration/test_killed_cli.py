@@ -1,5 +1,5 @@
 """`kill -9` of a CLI in the middle of a BUILD, with the probe server over stdio, on SQLite and
-PostgreSQL: the server dies with the CLI instead of running the abandoned call to its end, and
+PostgreSQL: the server dies with the CLI (Linux) instead of running the abandoned call to its end, and
 the running step's execution is closed as interrupted at the same moment, and by the same rule,
 as its run (or, read first, by the active list itself). A long-lived reader (as the API server
 is) has the store open before the kill, so no engine starts on the store afterwards."""
@@ -22,7 +22,7 @@ import pytest
 import yaml
 from mcp_harness import probe_config
 
-from toolagent.mcp.parent_death import supported
+from toolagent.mcp.server_process import supported
 from toolagent.store import open_store
 from toolagent.store.executions import ExecutionStore
 
@@ -69,7 +69,7 @@ def exited(pid: int, guard_s: float) -> bool:
 def start_build(tmp_path: Path, db_url: str) -> Iterator[Any]:
     started: list[KilledBuild] = []
 
-    def start(name: str) -> KilledBuild:
+    def start(name: str, tool: str = "sleep") -> KilledBuild:
         fifo = tmp_path / f"{name}.fifo"
         os.mkfifo(fifo)
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -80,7 +80,7 @@ def start_build(tmp_path: Path, db_url: str) -> Iterator[Any]:
             yaml.safe_dump(
                 {
                     "metadata": {"name": name},
-                    "configuration": {"tools": ["probe/sleep"], "toolParams": {"probe/sleep": {"seconds": CALL_S}}},
+                    "configuration": {"tools": [f"probe/{tool}"], "toolParams": {f"probe/{tool}": {"seconds": CALL_S}}},
                 }
             )
         )
@@ -91,7 +91,7 @@ def start_build(tmp_path: Path, db_url: str) -> Iterator[Any]:
             text=True,
         )
         event = wait_for_line(fd)
-        assert event["event"] == "call" and event["tool"] == "sleep", event
+        assert event["event"] == "call" and event["tool"] == tool, event
         build = KilledBuild(cli, int(event["pid"]))
         started.append(build)
         return build
@@ -106,7 +106,8 @@ def start_build(tmp_path: Path, db_url: str) -> Iterator[Any]:
 
 @pytest.mark.skipif(not supported(), reason="the parent-death signal is Linux's")
 def test_the_stdio_server_dies_with_the_killed_cli(start_build: Any) -> None:
-    build = start_build("orphan")
+    # `busy` blocks the server: it sees neither the cancellation nor the end of its stdin.
+    build = start_build("orphan", "busy")
     build.cli.kill()
     assert build.cli.wait(timeout=30) == -signal.SIGKILL
     assert exited(build.server_pid, guard_s=30), f"server {build.server_pid} outlived its CLI, still in its call"
