@@ -1,7 +1,7 @@
 """What the execution engine's gate and history cost.
 
 Prints:
-  1. the pure permission gate (`permissions.decide`): cost per check, p50 and p99 in
+  1. the pure decision (`Policy.decide`): cost per check, p50 and p99 in
      microseconds, for an allowed and a denied call, and the registry lookup of a tool's risk
      (target: p50 under 50 us); and, per database, a whole `execute` of a tool that answers at
      once (the engine's own cost: gate, limits, records, audit, totals), one at a time and from
@@ -41,10 +41,13 @@ from typing import Any
 import anyio
 
 from toolagent.engine import Engine, EngineConfig, HistoryQuery, Principal
-from toolagent.engine.permissions import decide
+from toolagent.engine.principals import ApiKey
 from toolagent.engine.registry import Registry
+from toolagent.model.entry import ToolEntry
+from toolagent.model.spec import ToolResult, ToolSpec
+from toolagent.policy import Policy
 from toolagent.store import open_store
-from toolagent.tools.spec import ToolResult, ToolSpec
+from toolagent.tools.base import CallContext
 
 REPO = Path(__file__).resolve().parents[1]
 CATEGORY_OF = {"file": "file", "web": "web", "shell": "shell", "db": "database", "browser": "browser"}
@@ -85,23 +88,22 @@ def pct(values: list[float], q: float) -> float:
 
 def bench_gate(samples: int) -> None:
     """Time single gate checks with the monotonic nanosecond clock."""
+    policy = Policy()
+    admin, basic = Principal("bob", "admin", "enterprise"), Principal("bob", "execute_basic", "enterprise")
+    now = datetime.now(UTC)
+    step = CallContext(
+        admin,
+        api_key=ApiKey("key_1", "bob", "ta_x", ("agent:execute:shell",), now),
+        agent_tools=frozenset({"shell/exec", "file/read"}),
+    )
+    shell = ToolEntry(ToolSpec("shell/exec", "shell", "exec"), "shell", "dangerous", "table")
+    read = ToolEntry(ToolSpec("file/read", "file", "read"), "file", "safe", "table")
     cases: dict[str, Callable[[], Any]] = {
-        "decide, allowed (admin, dangerous, BUILD step, API key)": lambda: decide(
-            user="bob",
-            level="admin",
-            tool="shell/exec",
-            risk="dangerous",
-            category="shell",
-            agent_tools=frozenset({"shell/exec", "file/read"}),
-            key_id="key_1",
-            key_scopes=("agent:execute:shell",),
+        "decide, allowed (admin, dangerous, BUILD step, API key)": lambda: policy.decide(
+            admin, shell, args={}, context=step
         ),
-        "decide, allowed (execute_basic, safe)": lambda: decide(
-            user="bob", level="execute_basic", tool="file/read", risk="safe", category="file"
-        ),
-        "decide, denied (execute_basic, dangerous)": lambda: decide(
-            user="bob", level="execute_basic", tool="shell/exec", risk="dangerous", category="shell"
-        ),
+        "decide, allowed (execute_basic, safe)": lambda: policy.decide(basic, read),
+        "decide, denied (execute_basic, dangerous)": lambda: policy.decide(basic, shell),
     }
     registry = Registry()
     specs = [ToolSpec(name=t, server=t.split("/")[0], tool=t.split("/")[1]) for t in TOOLS]

@@ -9,8 +9,8 @@ import anyio
 
 from toolagent.engine import Engine, ExecutionDenied, Principal
 from toolagent.errors import BudgetExceeded, RateLimited
-from toolagent.store.execution_record import Execution
-from toolagent.tools.spec import ToolResult, ToolSpec
+from toolagent.model.execution import Execution
+from toolagent.model.spec import ToolResult, ToolSpec
 
 
 async def burst(

@@ -19,7 +19,7 @@ _EXPORTS = {
     "ToolAgentError": "toolagent.errors",
     "BuildRunner": "toolagent.runs",
     "RunOutcome": "toolagent.runs",
-    "build": "toolagent.runs",
+    "build": "toolagent.embedding",
     "plan_build": "toolagent.runs",
 }
 
@@ -27,8 +27,9 @@ __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
     from .agents import AgentDef, AgentRecord, LoadedAgent, load_path
+    from .embedding import build
     from .errors import ToolAgentError
-    from .runs import BuildRunner, RunOutcome, build, plan_build
+    from .runs import BuildRunner, RunOutcome, plan_build
 
 
 def __getattr__(name: str) -> Any:

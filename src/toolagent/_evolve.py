@@ -25,7 +25,7 @@ def _plain_fields(cls: type) -> frozenset[str] | None:
         return None
     fields = dataclasses.fields(cls)
     # `__dataclass_fields__` also holds the InitVar and ClassVar pseudo-fields, which `fields()` leaves out.
-    if len(fields) != len(cls.__dataclass_fields__) or any(not f.init for f in fields):  # type: ignore[attr-defined]
+    if len(fields) != len(cls.__dataclass_fields__) or any(not f.init for f in fields):  # type: ignore[attr-defined]  # a dataclass, checked by fields()
         return None
     return frozenset(f.name for f in fields)
 
@@ -42,7 +42,7 @@ def evolve(record: T, /, **changes: Any) -> T:
     except KeyError:
         names = _PLAIN[cls] = _plain_fields(cls)
     if names is None:
-        return dataclasses.replace(record, **changes)  # type: ignore[type-var]
+        return dataclasses.replace(record, **changes)  # type: ignore[type-var]  # T is any dataclass: no bound says so
     if not names.issuperset(changes):
         unknown = ", ".join(sorted(set(changes) - names))
         raise TypeError(f"{cls.__name__} has no field(s) {unknown}")

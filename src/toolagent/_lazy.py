@@ -13,14 +13,15 @@ from typing import Any
 
 
 def lazy_exports(package: str, exports: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
-    """A module `__getattr__` for `package` that imports `exports[name]` (a submodule) on first use
-    of `name` and keeps the value in the package's `namespace` (its `globals()`)."""
+    """A module `__getattr__` for `package` that imports `exports[name]` (a submodule, or a module
+    relative to the package such as `..model.spec`) on first use of `name` and keeps the value in
+    the package's `namespace` (its `globals()`)."""
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        value = getattr(importlib.import_module(module if module.startswith(".") else "." + module, package), name)
         namespace[name] = value
         return value
 

@@ -29,20 +29,24 @@ from .engine.audit import AuditLog
 from .engine.config import EngineConfig
 from .engine.events import Event, EventBus
 from .engine.history import History, HistoryPage, HistoryQuery
-from .engine.limits import Clock, Limits, LimitStatus
+from .engine.limits import Clock, Limits
 from .engine.logs import log_events
 from .engine.metrics import Metrics, MetricsSnapshot
 from .engine.principals import Principal, Principals
 from .engine.reads import Reads, ToolDetails
-from .engine.registry import Registry, ToolEntry, ToolListing
+from .engine.registry import Registry, ToolListing
+from .model.bounds import ResultBounds
+from .model.entry import ToolEntry
+from .model.execution import Execution
+from .model.limits import LimitStatus
+from .policy import Policy
 from .settings import Settings
-from .store.execution_record import Execution
 from .store.executions import ExecutionStore, Owner
 from .store.history import Stats
 from .tools.base import CallContext
-from .tools.bounds import ResultBounds
 from .tools.cancellation import CANCEL_WAIT_S, Cancellation
 from .tools.catalogue import Catalogue
+from .tools.combined import CombinedSource, LeafSource
 from .tools.records import Recorder
 from .tools.stack import ToolStack, build_tool_stack
 
@@ -70,6 +74,7 @@ class Runtime:
         *,
         config: EngineConfig | None = None,
         pool: ServerPool | None = None,
+        sources: Sequence[LeafSource] = (),
         clock: Clock = time.time,
         audit: AuditLog | _DefaultAudit | None = DEFAULT_AUDIT,
         owner: Owner | None = None,
@@ -82,6 +87,8 @@ class Runtime:
         config: Plans, limits, timeouts, tool overrides (default `EngineConfig()`; entry points
             pass `EngineConfig.load()`).
         pool: The MCP servers (entered by the caller); None: tools come from `catalogue.add`.
+        sources: More leaf sources mounted beside the pool, e.g. `FunctionSource`s (entered by
+            the caller). Raises ConfigError when two offer one namespace.
         clock: Wall clock in seconds since the epoch: timestamps, ids, rate windows, budgets.
         audit: Where decisions and outcomes go (default: the store's audit log; None: nowhere).
         owner: This process's identity on running rows (default: the current process).
@@ -119,7 +126,12 @@ class Runtime:
         self.cancellation = Cancellation(
             self.executions, self.recorder, self.owner, poll_s=self.config.cancel_poll_ms / 1000, clock=clock
         )
-        self.catalogue = Catalogue(pool, self.config, on_registered=self._registered)
+        leaves = [leaf for leaf in (pool, *sources) if leaf is not None]
+        inner = CombinedSource(leaves) if len(leaves) > 1 else (leaves[0] if leaves else None)
+        self.catalogue = Catalogue(inner, self.config, on_registered=self._registered)
+        # The one decision, asked by the gate, the queued admission, the BUILD pre-check and
+        # every listing, so that a listing shows what the caller can really run.
+        self.policy = Policy()
         self.tools = ToolStack(
             build_tool_stack(
                 self.catalogue,
@@ -129,12 +141,20 @@ class Runtime:
                 clock=clock,
                 max_result_bytes=bounds.max_result_bytes,
                 sql_tools_require_agent=sql_tools_require_agent,
+                policy=self.policy,
             ),
             default_timeout_ms=self.config.default_timeout_ms,
             clock=clock,
         )
         self.reads = Reads(
-            self.config, self.executions, self.history_store, self.metrics_store, self.limits, self.catalogue, clock
+            self.config,
+            self.executions,
+            self.history_store,
+            self.metrics_store,
+            self.limits,
+            self.catalogue,
+            clock,
+            self.policy,
         )
         self._stack: AsyncExitStack | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -320,9 +340,13 @@ async def open_runtime(
     from .mcp.config import ServersConfig
     from .mcp.pool import ServerPool
     from .store import open_store
+    from .tools.python_servers import in_process_connector, load_python_servers, pool_config
 
     servers_config = servers if isinstance(servers, ServersConfig) else ServersConfig.load(servers)
     engine_config = config or EngineConfig.load()
+    # `python` servers are imported only now, once both configs are valid (ConfigError if one fails).
+    python_servers = await load_python_servers(servers_config)
+    mcp_config = pool_config(servers_config, python_servers)
     async with contextlib.AsyncExitStack() as stack:
         if store is None:
             store = await stack.enter_async_context(open_store(db))
@@ -330,9 +354,14 @@ async def open_runtime(
             result = on_store(store)
             if result is not None and hasattr(result, "__await__"):
                 await result
-        pool = ServerPool(servers_config, on_starting=on_starting)
-        runtime = await stack.enter_async_context(Runtime(store, config=engine_config, pool=pool, **options))
+        connector = in_process_connector(python_servers.servers, mcp_config) if python_servers.servers else None
+        pool = ServerPool(mcp_config, on_starting=on_starting, connector=connector)
+        runtime = await stack.enter_async_context(
+            Runtime(store, config=engine_config, pool=pool, sources=python_servers.functions, **options)
+        )
         await stack.enter_async_context(pool)
+        for source in python_servers.functions:
+            await stack.enter_async_context(source)
         yield runtime
 
 

@@ -34,7 +34,7 @@ async def seed_files(store: Store, paths: list[Path], actor: Actor | None = None
     loaded = [agent for path in paths for agent in load_path(path)]
     orgs = Organizations(store.db)
     who = actor or Actor.local_operator(local_user_name())
-    results = []
+    results: list[tuple[str, str]] = []
     for agent in loaded:
         outcome, _ = await orgs.put_agent(who, agent.record)
         results.append((agent.ref, outcome))

@@ -34,7 +34,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
@@ -78,7 +78,7 @@ class EnvSettings(BaseSettings):
         return (init_settings, env_settings if given is None else _GivenEnvSource(settings_cls, given))
 
     @classmethod
-    def build(cls, environ: Mapping[str, str] | None = None) -> Any:
+    def build(cls, environ: Mapping[str, str] | None = None) -> Self:
         """An instance from the process environment, or from `environ` alone when given.
 
         Raises:
@@ -162,7 +162,7 @@ class Settings(EnvSettings):
             UsageError: a value is malformed (the message names the variable and what it takes).
         """
         try:
-            return cls.build(environ)  # type: ignore[no-any-return]
+            return cls.build(environ)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = str(first["loc"][0]) if first["loc"] else ""

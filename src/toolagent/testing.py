@@ -1,7 +1,8 @@
 """Helpers for testing code built on toolagent (and toolagent itself).
 
 - `StubToolSource`: an innermost tool source whose tools are plain Python functions, with the
-  calls it received; stack the layers over it with `toolagent.tools.stack.build_tool_stack`.
+  calls it received (a `FunctionSource` per namespace under a catalogue); stack the layers over
+  it with `toolagent.tools.stack.build_tool_stack`.
 - `in_memory_pool`: MCP servers (`mcp.server.mcpserver.MCPServer`) run
   in this process over the SDK's in-memory transport, behind a real `ServerPool`.
 - `temp_store`: a migrated SQLite store in a temporary directory.
@@ -11,18 +12,16 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
-import json
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .engine.config import EngineConfig
-from .engine.registry import Registry, ToolEntry
-from .errors import UnknownTool
-from .tools.base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
-from .tools.spec import ToolResult, ToolSpec, split_name
+from .model.spec import ToolSpec, split_name
+from .tools.catalogue import Catalogue
+from .tools.combined import CombinedSource
+from .tools.function_source import FunctionSource, FunctionTool, handler_result
 
 if TYPE_CHECKING:
     from .engine.principals import Principal
@@ -35,32 +34,29 @@ Handler = Callable[[dict[str, Any]], Any]
 #: An engine config with no rate limit on any plan.
 UNLIMITED = {"plans": {p: {"rate_per_minute": None} for p in ("free", "starter", "team", "enterprise")}}
 
-
-def as_result(value: Any) -> ToolResult:
-    """A handler's return value as a `ToolResult` (dicts become structured content)."""
-    if isinstance(value, ToolResult):
-        return value
-    if isinstance(value, dict):
-        text = json.dumps(value, default=str)
-        return ToolResult(False, value, [{"type": "text", "text": text}], text)
-    text = "" if value is None else str(value)
-    return ToolResult(False, None, [{"type": "text", "text": text}], text)
+#: A handler's return value as a `ToolResult` (dicts become structured content).
+as_result = handler_result
 
 
-class StubToolSource(ToolSource):
-    """Tools that are Python functions, classified like MCP tools; records every call it gets."""
+class StubToolSource(Catalogue):
+    """Tools that are Python functions, classified like MCP tools; records every call it gets.
+
+    It is the production path with test conveniences: a catalogue over one `FunctionSource` per
+    namespace, each tool a handler taking the arguments dict (its exceptions propagate, as a
+    transport's would). For tools made from functions' signatures, add a `FunctionSource` to a
+    runtime (`Runtime(..., sources=[...])`) or a `python` server to mcp.json.
+    """
 
     def __init__(self, config: EngineConfig | None = None) -> None:
         """Args:
         config: Operator overrides for the classification (category, risk, enabled).
         """
-        self.registry = Registry(config)
-        self._handlers: dict[str, Handler] = {}
-        self._specs: list[ToolSpec] = []
+        self._namespaces = CombinedSource()
+        super().__init__(self._namespaces, config)
         self.calls: list[tuple[str, dict[str, Any]]] = []
         """`(tool, arguments)` of every call that reached this source, in order."""
 
-    def add(
+    def add(  # type: ignore[override]
         self,
         name: str,
         handler: Handler,
@@ -75,45 +71,32 @@ class StubToolSource(ToolSource):
     ) -> ToolSpec:
         """Add a tool named `server/tool`; returns its spec."""
         server, tool = split_name(name)
-        spec = ToolSpec(
-            name=name,
-            server=server,
-            tool=tool,
-            input_schema=input_schema or {"type": "object"},
-            risk=risk,
-            category=category,
-            takes_sql=takes_sql,
-            timeout_s=timeout_s,
-            annotations=annotations or {},
-            trusted=trusted,
+        if server in self._namespaces.server_names:
+            source = self._namespaces.leaf(server)
+            assert isinstance(source, FunctionSource)
+        else:
+            source = FunctionSource(server, origin=f"stub tools '{server}'")
+            self._namespaces.mount(source)
+
+        def recorded(arguments: dict[str, Any]) -> Any:
+            self.calls.append((name, dict(arguments)))
+            return handler(arguments)
+
+        spec = source.add(
+            FunctionTool.from_handler(
+                tool,
+                recorded,
+                input_schema=input_schema,
+                risk=risk,
+                category=category,
+                takes_sql=takes_sql,
+                timeout_s=timeout_s,
+                annotations=annotations or {},
+                trusted=trusted,
+            )
         )
-        self._handlers[name] = handler
-        self._specs = [s for s in self._specs if s.name != name] + [spec]
-        self.registry.update(self._specs)
+        super().add(source.specs)
         return spec
-
-    async def list_tools(self, ctx: CallContext | None = None) -> dict[str, ToolEntry]:
-        """Every stub tool, classified."""
-        return {e.name: e for e in self.registry.entries()}
-
-    async def resolve(self, name: str) -> ToolEntry:
-        """The stub tool named `name`.
-
-        Raises:
-            UnknownTool: no such stub.
-        """
-        entry = self.registry.get(name)
-        if entry is None:
-            raise UnknownTool(f"no stub tool '{name}'; stubs: {', '.join(sorted(self._handlers)) or 'none'}")
-        return entry
-
-    async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
-        """Run the handler (its exceptions propagate, as a transport's would)."""
-        self.calls.append((call.name, dict(call.arguments)))
-        value = self._handlers[call.name](dict(call.arguments))
-        if inspect.isawaitable(value):
-            value = await value
-        return result_outcome(call, as_result(value))
 
 
 def in_memory_pool(servers: Mapping[str, Any], options: Mapping[str, Mapping[str, Any]] | None = None) -> ServerPool:

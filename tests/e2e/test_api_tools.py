@@ -135,6 +135,24 @@ def test_list_tools_filters_and_marks_runnable(as_user: dict[str, httpx.Client])
     assert_error(bob.get("/api/tools", params={"category": "kitchen"}), 400, "BAD_REQUEST", "category")
 
 
+@pytest.mark.parametrize("name", ["memadmin", "scoped", "bob", "viewer", "ann"])
+def test_a_listing_shows_what_the_caller_can_really_run(as_user: dict[str, httpx.Client], name: str) -> None:
+    # A key scoped to `memory` sees only memory tools; REST, tRPC and details agree with a call.
+    client = as_user[name]
+    rest = client.get("/api/tools").json()
+    trpc = client.get("/trpc/tools.listTools").json()["result"]["data"]
+    assert {t["name"]: t["runnable"] for t in rest["tools"]} == {t["name"]: t["runnable"] for t in trpc["tools"]}
+    if name in ("memadmin", "scoped"):
+        assert rest["categories"] == ["memory"] and {t["category"] for t in rest["tools"]} == {"memory"}
+    for listed in rest["tools"]:
+        tool = listed["name"]
+        assert client.get(f"/api/tools/{tool}").json()["tool"]["runnable"] is listed["runnable"], tool
+        if tool == "probe/sleep":
+            continue  # runs for as long as asked; its risk and category are covered by the others
+        called = execute(client, tool, {})  # allowed: 200, or 400 for the missing arguments
+        assert (called.status_code != 403) is listed["runnable"], (tool, called.text)
+
+
 def test_tool_details_with_slash_in_the_name(as_user: dict[str, httpx.Client]) -> None:
     adv = as_user["adv"]
     assert execute(adv, "probe/double", {"value": 2}).status_code == 200

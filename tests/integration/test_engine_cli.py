@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from toolagent.cli import app
 from toolagent.engine import Engine, ExecutionDenied
+from toolagent.model.spec import ToolResult, ToolSpec
 from toolagent.store import open_store
-from toolagent.tools.spec import ToolResult, ToolSpec
 
 runner = CliRunner()
 

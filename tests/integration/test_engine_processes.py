@@ -26,7 +26,7 @@ WORKER = textwrap.dedent("""
     from toolagent.engine import Engine, EngineConfig
     from toolagent.errors import RateLimited
     from toolagent.store import open_store
-    from toolagent.tools.spec import ToolResult, ToolSpec
+    from toolagent.model.spec import ToolResult, ToolSpec
 
     url, mode, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     SPEC = ToolSpec("fs/read", "fs", "read", category="file", risk="safe")

@@ -22,9 +22,9 @@ from engine_harness import passed
 from toolagent.engine import Engine, EngineConfig, Principal
 from toolagent.engine.audit import AuditLog
 from toolagent.errors import BudgetExceeded, RateLimited
+from toolagent.model.spec import ToolResult, ToolSpec
 from toolagent.store import Store, open_store
 from toolagent.store import engine_tables as et
-from toolagent.tools.spec import ToolResult, ToolSpec
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -125,7 +125,7 @@ WORKER = textwrap.dedent("""
     from toolagent.engine import Engine, EngineConfig
     from toolagent.errors import RateLimited
     from toolagent.store import open_store
-    from toolagent.tools.spec import ToolResult, ToolSpec
+    from toolagent.model.spec import ToolResult, ToolSpec
 
     url, go = sys.argv[1], Path(sys.argv[2])
     SPEC = ToolSpec("fs/read", "fs", "read", category="file", risk="safe")

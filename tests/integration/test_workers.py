@@ -27,8 +27,8 @@ from toolagent.agents.loaders import LoadedAgent
 from toolagent.cli import app
 from toolagent.engine import EngineConfig
 from toolagent.engine.principals import Principal, Principals
+from toolagent.model.status import RunStatus
 from toolagent.runs import plan_build
-from toolagent.status import RunStatus
 from toolagent.store import RunRow, Store, open_store
 from toolagent.workers import submit_run
 

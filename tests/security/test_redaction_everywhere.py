@@ -18,7 +18,7 @@ from mcp_harness import node_config
 from typer.testing import CliRunner
 
 from toolagent.cli import app
-from toolagent.engine.redaction import REDACTED, redact, remember_secrets
+from toolagent.model.redaction import REDACTED, redact, remember_secrets
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.node]
 

@@ -17,8 +17,8 @@ from api_harness import agent_body, provision
 
 from toolagent.api.app import create_app
 from toolagent.mcp.config import ServersConfig
+from toolagent.model.bounds import json_size
 from toolagent.servers.supabase.demo_data import ensure_sqlite_demo
-from toolagent.tools.bounds import json_size
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from toolagent._evolve import evolve
-from toolagent.status import CallStatus, ExecutionStatus
-from toolagent.store.execution_record import Execution
+from toolagent.model.execution import Execution
+from toolagent.model.status import CallStatus, ExecutionStatus
 from toolagent.tools.base import CallOutcome
 
 

@@ -12,9 +12,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-#: Separator between a tool's namespace (its MCP server's name) and the tool's own name.
-NAMESPACE_SEPARATOR = "/"
-
 
 class ExecutionMode(StrEnum):
     """How the configured tools run."""

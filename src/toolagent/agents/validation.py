@@ -20,7 +20,8 @@ from pydantic import BaseModel, ValidationError
 from ..errors import DefinitionInvalid, Problem, TemplateError
 from ..inputs import InputProblem, check_value
 from ..interpolation import ParamsTemplate
-from .models import NAMESPACE_SEPARATOR, AgentDef
+from ..model.spec import NAMESPACE_SEPARATOR
+from .models import AgentDef
 from .yaml_loader import YamlTooLarge, safe_load
 
 MSG_NO_TOOLS = "No tools configured for this agent"
@@ -119,9 +120,9 @@ def _format_error(err: Mapping[str, Any]) -> Problem:
         return Problem(path, f"unknown key '{key}'{hint}")
     if kind == "enum":
         enum = _enum_at(loc)
-        valid = ", ".join(e.value for e in enum) if enum else err.get("ctx", {}).get("expected", "")
+        choices = ", ".join(e.value for e in enum) if enum else err.get("ctx", {}).get("expected", "")
         name = str(loc[-1])
-        return Problem(path, f"invalid {name} {err.get('input')!r}: expected one of {valid}")
+        return Problem(path, f"invalid {name} {err.get('input')!r}: expected one of {choices}")
     if kind == "missing":
         return Problem(path, "required key is missing")
     return Problem(path, str(err["msg"]))

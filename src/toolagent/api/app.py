@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
@@ -58,7 +58,7 @@ def metrics_auth_from_env() -> MetricsAuth:
     value = (Settings.from_env().metrics_auth or DEFAULT_METRICS_AUTH).strip().lower()
     if value not in get_args(MetricsAuth):
         raise ConfigError(f"{METRICS_AUTH_ENV}={value!r}: expected one of {', '.join(get_args(MetricsAuth))}")
-    return value  # type: ignore[return-value]
+    return cast(MetricsAuth, value)  # one of its values, checked above
 
 
 def create_app(
@@ -126,10 +126,10 @@ def create_app(
     async def ready(request: Request) -> Response:
         """200 when the store answers and servers are configured, else 503 with the reason."""
         svc: Services = request.app.state.services
-        checks: dict[str, Any] = {"servers": list(svc.pool.server_names)}
+        checks: dict[str, Any] = {"servers": list(svc.runtime.catalogue.server_names)}
         try:
             checks["schemaVersion"] = await svc.store.db.schema_version()
-            ok = bool(svc.pool.server_names)
+            ok = bool(svc.runtime.catalogue.server_names)
             if not ok:
                 checks["reason"] = "no MCP servers configured"
         except Exception as exc:  # noqa: BLE001 - readiness reports any failure as not ready

@@ -61,7 +61,8 @@ class Caller:
 
 def raw_key(scope: Scope) -> str | None:
     """The API key a request carries: `Authorization: Bearer <key>`, else `X-API-Key` (the first of each header)."""
-    bearer = api_key = None
+    bearer: str | None = None
+    api_key: str | None = None
     for name, value in scope.get("headers") or ():
         if name == b"authorization" and bearer is None:
             bearer = value.decode("latin-1")

@@ -48,7 +48,7 @@ class DirectExecute:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer a tool call, or pass the request on."""
-        path = scope.get("path")
+        path: str = scope.get("path", "")  # a lifespan scope has none
         if (
             path not in self.routes
             or scope["type"] != "http"
@@ -85,7 +85,7 @@ def _json_typed(scope: Scope) -> bool:
     all, for one); FastAPI answers those."""
     for name, value in scope.get("headers") or ():
         if name == b"content-type":
-            media = value.split(b";", 1)[0].strip().lower()
+            media: bytes = value.split(b";", 1)[0].strip().lower()
             return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
     return False
 

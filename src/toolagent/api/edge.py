@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..inputs import InputProblem, check_text, parse_json, text_problem
 from .body_limit import BODY_SCOPE_KEY
+from .trpc_errors import error_shape
 
 #: Scope key under which a JSON body that passed the checks is handed on, parsed (read by the tRPC
 #: endpoint, which would otherwise parse and check the same text again).
@@ -101,8 +102,6 @@ async def _refuse(scope: Scope, send: Send, exc: InputProblem) -> None:
     message = f"{field}: {exc.message}"
     details = [{"field": field, "message": exc.message}]
     if str(scope.get("path", "")).startswith("/trpc/"):
-        from .trpc import error_shape  # tRPC clients read their own error shape
-
         answer: dict[str, Any] = error_shape("BAD_REQUEST", message, None, fields=details)
     else:
         answer = {"success": False, "error": {"code": "BAD_REQUEST", "message": message, "details": details}}

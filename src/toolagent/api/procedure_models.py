@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from ..engine.history import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, MIN_LIMIT
-from ..status import ExecutionStatus
-from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..model.execution import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..model.status import ExecutionStatus
 from ..tools.under_agent import AGENT_METADATA_KEY
 
 Category = Literal["browser", "file", "shell", "web", "database", "ai", "system", "workflow", "memory", "agent"]

@@ -23,12 +23,11 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from ..engine import HistoryQuery, LimitStatus
-from ..engine.permissions import ExecutionDenied
-from ..engine.registry import ToolEntry
 from ..errors import (
     ArgumentsInvalid,
     BudgetExceeded,
     CallCancelled,
+    ExecutionDenied,
     NotFound,
     RateLimited,
     StoreError,
@@ -37,11 +36,12 @@ from ..errors import (
     UnknownTool,
     UsageError,
 )
-from ..status import CallStatus, ExecutionStatus, StepStatus
-from ..store.execution_record import Execution
+from ..model.bounds import bound_each_result, bound_result
+from ..model.entry import ToolEntry
+from ..model.execution import Execution
+from ..model.spec import split_name
+from ..model.status import CallStatus, ExecutionStatus, StepStatus
 from ..tools.base import CallContext, CallOutcome
-from ..tools.bounds import bound_each_result, bound_result
-from ..tools.spec import split_name
 from ..tools.under_agent import under_agent
 from ..workers.app import submitting
 from .auth import Caller
@@ -69,9 +69,9 @@ def refusal_headers(exc: BaseException) -> dict[str, str]:
         return {}
     retry = float(getattr(exc, "retry_after_s", 0.0) or 0.0)
     headers = {"Retry-After": str(max(1, math.ceil(retry))), "X-RateLimit-Reset": str(max(0, math.ceil(retry)))}
-    if getattr(exc, "limit", None) is not None:
-        headers["X-RateLimit-Limit"] = str(exc.limit)  # type: ignore[attr-defined]
-        headers["X-RateLimit-Remaining"] = str(getattr(exc, "remaining", 0))
+    if isinstance(exc, RateLimited):
+        headers["X-RateLimit-Limit"] = str(exc.limit)
+        headers["X-RateLimit-Remaining"] = str(exc.remaining)
     return headers
 
 
@@ -117,7 +117,7 @@ async def tool_entry(svc: Services, name: str) -> ToolEntry:
         NotFound: no such tool.
     """
     namespace, tool = split_name(name)
-    if not tool or namespace not in svc.pool.server_names:
+    if not tool or namespace not in svc.runtime.catalogue.server_names:
         raise NotFound(f"tool '{name}' not found: list the tools with GET /api/tools (names are `server/tool`)")
     try:
         return await svc.runtime.tools.resolve(name)

@@ -18,23 +18,28 @@ OrgPath = Annotated[str, Path(min_length=1, max_length=200, description="Organiz
 SlugPath = Annotated[str, Path(min_length=1, max_length=200, description="Agent slug, e.g. `supabase-agent`.")]
 
 
+#: A route's `responses=`: FastAPI's own type, so entries keyed by status code and by "4XX" merge.
+Responses = dict[int | str, dict[str, Any]]
+
+
 def error_response(description: str) -> dict[str, Any]:
     """An OpenAPI `responses` entry: the error body's shape and `description`."""
     return {"model": ErrorOutput, "description": description}
 
 
 #: The answers every authenticated route may give.
-AUTH_RESPONSES = {
+AUTH_RESPONSES: Responses = {
     401: error_response("Missing, unknown or revoked API key"),
     "4XX": error_response("Any other client error (same shape)"),
 }
 #: The answer of a route whose input is checked field by field.
-INPUT_RESPONSES = {400: error_response("Invalid input: `error.details` names each invalid field")}
+INPUT_RESPONSES: Responses = {400: error_response("Invalid input: `error.details` names each invalid field")}
 
 
 def services(request: Request) -> Services:
     """The process-wide services."""
-    return request.app.state.services  # type: ignore[no-any-return]
+    svc: Services = request.app.state.services  # set once, when the app starts
+    return svc
 
 
 def invalid_definition(exc: DefinitionInvalid, prefix: str, *, strip: str | None = None) -> JSONResponse:
@@ -55,6 +60,7 @@ __all__ = [
     "AUTH_RESPONSES",
     "INPUT_RESPONSES",
     "OrgPath",
+    "Responses",
     "SlugPath",
     "error_response",
     "invalid_definition",

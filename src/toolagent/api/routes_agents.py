@@ -25,6 +25,7 @@ from .route_helpers import (
     AUTH_RESPONSES,
     INPUT_RESPONSES,
     OrgPath,
+    Responses,
     SlugPath,
     error_response,
     invalid_definition,
@@ -34,7 +35,7 @@ from .routes_orgs import actor, organizations
 
 router = APIRouter(prefix="/api", tags=["agents"])
 
-_AGENT = {404: error_response("No such agent")}
+_AGENT: Responses = {404: error_response("No such agent")}
 
 
 def _agent_json(record: AgentRecord, *, masked: bool = False) -> dict[str, Any]:

@@ -20,14 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..engine.orgs import Organizations
 from ..engine.ownership import Actor
 from .auth import Caller, CallerDep
-from .route_helpers import AUTH_RESPONSES, INPUT_RESPONSES, OrgPath, error_response
+from .route_helpers import AUTH_RESPONSES, INPUT_RESPONSES, OrgPath, Responses, error_response
 
 router = APIRouter(prefix="/api", tags=["organizations"])
 
 _User = Annotated[str, Path(min_length=1, max_length=200, description="User name.")]
 RoleName = Literal["viewer", "editor", "admin"]
 
-_ADMIN = {
+_ADMIN: Responses = {
     403: error_response("The caller is not an admin of the organization (nor a global admin)"),
     404: error_response("No such organization (or user, or membership)"),
     **INPUT_RESPONSES,
@@ -106,7 +106,7 @@ def organizations(request: Request) -> Organizations:
     if cached is None or cached[0] is not svc:
         cached = (svc, Organizations(svc.store.db, svc.runtime.audit))
         request.app.state.organizations = cached
-    return cached[1]  # type: ignore[no-any-return]
+    return cached[1]
 
 
 def actor(caller: Caller) -> Actor:

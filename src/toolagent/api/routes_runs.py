@@ -22,13 +22,13 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..agents import load_record
-from ..engine.permissions import decide
 from ..errors import DefinitionInvalid, NotFound, PermissionDenied, ToolAgentError, UsageError
+from ..model.bounds import bound_each_result
+from ..model.owner import Owner, gone
+from ..model.status import RunStatus, StepStatus
 from ..runs import new_run_id, plan_build
-from ..status import RunStatus, StepStatus
-from ..store.owner import Owner, gone
 from ..store.runs import RunRow, StepRow
-from ..tools.bounds import bound_each_result
+from ..tools.base import CallContext
 from ..workers.app import submitting
 from ..workers.submit import follow_run, submit_run
 from . import schemas
@@ -37,6 +37,7 @@ from .route_helpers import (
     AUTH_RESPONSES,
     INPUT_RESPONSES,
     OrgPath,
+    Responses,
     SlugPath,
     error_response,
     invalid_definition,
@@ -53,8 +54,8 @@ SSE_POLL_S = 0.5
 #: Seconds between store reads while waiting for a run of another process to stop.
 CANCEL_POLL_S = 0.1
 
-_AGENT = {404: error_response("No such agent")}
-_RUN = {404: error_response("No such run or deliverable, or another user's (admins see all)")}
+_AGENT: Responses = {404: error_response("No such agent")}
+_RUN: Responses = {404: error_response("No such run or deliverable, or another user's (admins see all)")}
 
 _RunId = Annotated[str, Path(min_length=1, max_length=100, description="`run_...` id from a build.")]
 
@@ -98,23 +99,13 @@ def _gate_build(svc: Services, caller: Caller, tools: list[str]) -> None:
     if not tools:
         return
     reasons = []
+    asking = CallContext(caller.principal, api_key=caller.api_key, agent_tools=tools)
+    decide = svc.runtime.policy.decide
     for name in tools:
         entry = svc.runtime.catalogue.get(name)
         if entry is None:
             return
-        key = caller.api_key
-        decision = decide(
-            user=caller.name,
-            level=caller.level,
-            tool=name,
-            risk=entry.risk,
-            category=entry.category,
-            enabled=entry.enabled,
-            agent_tools=tools,
-            key_id=getattr(key, "id", None),
-            key_revoked_at=getattr(key, "revoked_at", None),
-            key_scopes=getattr(key, "scopes", None),
-        )
+        decision = decide(caller.principal, entry, context=asking)
         if decision.allowed:
             return
         reasons.append(decision.reason or "denied")

@@ -20,23 +20,25 @@ The fixed routes are declared before the tool-name route, so a server named `exe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
+from fastapi.types import DecoratedCallable
 
 from ..errors import NotFound, ToolAgentError
 from . import procedures as p
 from .auth import Caller, CallerDep
 from .errors import STATUS_BY_CODE, error_body, error_code
-from .route_helpers import AUTH_RESPONSES, error_response, services
+from .route_helpers import AUTH_RESPONSES, Responses, error_response, services
 from .services import Services
 
 router = APIRouter(prefix="/api/tools", tags=["tools"])
 
-_INPUT = {400: error_response("Invalid input: the message names each invalid field")}
-_FOUND = {404: error_response("No such tool or execution (other users' executions are never visible)")}
-_EXEC = {
+_INPUT: Responses = {400: error_response("Invalid input: the message names each invalid field")}
+_FOUND: Responses = {404: error_response("No such tool or execution (other users' executions are never visible)")}
+_EXEC: Responses = {
     403: error_response("Permission denied: the message names the user, level, tool and risk"),
     429: error_response("Rate limit or monthly budget exceeded (`Retry-After` and X-RateLimit headers)"),
     500: error_response("The tool failed, timed out or was cancelled; the message is the tool's"),
@@ -67,7 +69,9 @@ async def respond(name: str, svc: Services, caller: Caller, inp: Any) -> JSONRes
     return JSONResponse(data, status_code=reply.status, headers=reply.headers)
 
 
-def _route(method: str, path: str, name: str, summary: str, responses: dict[Any, Any]) -> Any:
+def _route(
+    method: str, path: str, name: str, summary: str, responses: Responses
+) -> Callable[[DecoratedCallable], DecoratedCallable]:
     """Declare a procedure's route: operation id = procedure name, response model = its output."""
     return router.api_route(
         path,
@@ -82,7 +86,9 @@ def _route(method: str, path: str, name: str, summary: str, responses: dict[Any,
 @_route("GET", "", "listTools", "List tools", {**_INPUT, **AUTH_RESPONSES})
 async def list_tools(request: Request, caller: CallerDep, inp: Annotated[p.ListToolsInput, Query()]) -> Any:
     """The registered tools, filtered by category, tags and search, grouped by category, each marked
-    `runnable` for the caller's level. Deprecated tools are left out unless asked for."""
+    `runnable` as a call by this caller would be decided (level against risk, the key's scopes, the
+    operator's switch). A scoped key lists only the tools of its categories. Deprecated tools are
+    left out unless asked for."""
     return await _respond("listTools", request, caller, inp)
 
 

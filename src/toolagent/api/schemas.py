@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..agents.models import ExecutionMode
-from ..status import RunStatus, StepStatus
+from ..model.status import RunStatus, StepStatus
 
 # -- requests ------------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 import typer.main
@@ -76,7 +76,7 @@ def _show_no_type_for_flags() -> None:
             return None
         return original(self, ctx)
 
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]  # a deliberate patch of typer
 
 
 _show_no_type_for_flags()
@@ -142,7 +142,7 @@ class RootGroup(TyperGroup):
     def _convert_registered(self) -> None:
         """Turn commands that modules registered on `app` since start-up into click commands."""
         for info in app.registered_commands:
-            name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
+            name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]  # @app.command() always sets it
             if name not in self.commands:
                 command = typer.main.get_command_from_info(
                     info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
@@ -283,7 +283,7 @@ def run(fn: Callable[[], Awaitable[T]]) -> T:
         fail("interrupted", 130)
 
 
-def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     """Print an error line (or JSON with --json) and exit."""
     if state.json:
         print(json.dumps({"error": message, "exit_code": code}), file=sys.stderr)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -31,7 +32,7 @@ class Column:
     keep: bool = False
     #: 0 = always shown; otherwise dropped when the table does not fit, 1 first, then 2, ...
     drop: int = 0
-    justify: str = "left"
+    justify: JustifyMethod = "left"
 
 
 def _cell_width(cell: str, markup: bool) -> int:
@@ -95,7 +96,7 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width
         table.add_column(
             column.header,
             width=widths[i],
-            justify=column.justify,  # type: ignore[arg-type]
+            justify=column.justify,
             no_wrap=column.keep,
             overflow="fold",
         )

@@ -35,7 +35,7 @@ async def resolve_agent(ref: str) -> LoadedAgent:
     from ..store import open_store
 
     if Path(ref).is_file():
-        return await load_agent(ref, None)  # type: ignore[arg-type]
+        return await load_agent(ref, None)
     async with open_store(state.db) as store:
         return await load_agent(ref, store)
 
@@ -140,7 +140,7 @@ def validate(
     paths: list[Path] = typer.Argument(..., help="Agent files (YAML definitions, seed JSON records)."),
 ) -> None:
     """Validate agent files; report every error of every file. Exit 0 all valid, 1 any invalid."""
-    results = []
+    results: list[dict[str, Any]] = []
     for path in paths:
         try:
             loaded = load_path(path)

@@ -110,7 +110,7 @@ def verify(
                 )
         if file is not None:
             result = check_records(_read_export(file), key=key)
-            rows = {}  # an export is checked for the pinned head by its last row only
+            rows: dict[int, str | None] = {}  # an export is checked for the pinned head by its last row only
             if pinned is not None and result.ok and result.head_seq == pinned.seq:
                 rows[pinned.seq] = result.head_hash
         else:

@@ -14,8 +14,8 @@ from rich.table import Table
 
 from ..engine import HistoryQuery
 from ..errors import UsageError
-from ..status import ExecutionStatus
-from ..store.execution_record import Execution
+from ..model.execution import Execution
+from ..model.status import ExecutionStatus
 from ._app import app, emit_json, err, out, run, state
 from ._runtime import open_engine
 from ._tables import Column, fitted_table, time_cell
@@ -249,17 +249,16 @@ def metrics(
         if state.json:
             emit_json(snap.to_json())
             return
-        number = {"justify": "right"}
         columns = (
             Column("tool", keep=True),
             Column("category", drop=2),
-            Column("calls", **number),
-            Column("ok", **number),
-            Column("failed", **number),
-            Column("cancelled", drop=3, **number),
-            Column("avg ms", **number),
-            Column("p50 ms", drop=4, **number),
-            Column("p95 ms", drop=5, **number),
+            Column("calls", justify="right"),
+            Column("ok", justify="right"),
+            Column("failed", justify="right"),
+            Column("cancelled", drop=3, justify="right"),
+            Column("avg ms", justify="right"),
+            Column("p50 ms", drop=4, justify="right"),
+            Column("p95 ms", drop=5, justify="right"),
             Column("last", drop=1),
         )
         cells = [
@@ -281,12 +280,12 @@ def metrics(
         if snap.users:
             user_columns = (
                 Column("user", keep=True),
-                Column("total", **number),
-                Column("ok", **number),
-                Column("failed", **number),
-                Column("cancelled", **number),
-                Column("denied", **number),
-                Column("avg ms", **number),
+                Column("total", justify="right"),
+                Column("ok", justify="right"),
+                Column("failed", justify="right"),
+                Column("cancelled", justify="right"),
+                Column("denied", justify="right"),
+                Column("avg ms", justify="right"),
             )
             user_cells = [
                 (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from ..engine.permissions import LEVELS, PLANS
+from ..model.permissions import LEVELS, PLANS
 from ._app import app, emit_json, err, out, run, state
 from ._runtime import open_engine
 from ._tables import Column, fitted_table, time_cell

@@ -17,8 +17,8 @@ from ..data import demo_payload_file
 from ..engine import EngineConfig
 from ..errors import NotFound, UsageError
 from ..mcp.config import ServersConfig
+from ..model.status import RunStatus, StepStatus
 from ..runtime import Runtime
-from ..status import RunStatus, StepStatus
 from ..store import open_store
 from ..tools.base import CallContext
 from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, run, state
@@ -37,7 +37,7 @@ app.add_typer(deliverables_app, name="deliverables")
 
 #: How often `runs cancel` looks at the run while it waits for it to stop.
 CANCEL_POLL_S = 0.15
-_MARKS = {
+_MARKS: dict[str, str] = {
     StepStatus.SUCCESS: "[green]✓[/]",
     StepStatus.FAILED: "[red]✗[/]",
     StepStatus.DENIED: "[red]⊘[/]",
@@ -85,8 +85,8 @@ async def _build(
             from ..seeding import default_seed_files, seed_files
             from .agents import operator
 
-            for ref, outcome in await seed_files(store, default_seed_files(), operator()):
-                err.print(f"[dim]seed: {outcome} {ref}[/]", markup=True)
+            for ref, seeded in await seed_files(store, default_seed_files(), operator()):
+                err.print(f"[dim]seed: {seeded} {ref}[/]", markup=True)
         agent = await load_agent(agent_ref, store)
         plan = plan_build(agent, overrides, deliverable_format=fmt)
         check_payload(plan.agent_ref, plan.steps, payload)
@@ -208,7 +208,7 @@ def runs_list(
         if parts is not None and (len(parts) != 2 or not all(parts)):
             raise UsageError(f"--agent {agent!r} is not ORG/SLUG: use e.g. --agent demo/supabase-agent")
         async with open_store(state.db) as store:
-            rows = await store.runs.list_runs(agent=parts, status=status, limit=limit)  # type: ignore[arg-type]
+            rows = await store.runs.list_runs(agent=parts, status=status, limit=limit)
         if state.json:
             emit_json([r.to_json() for r in rows])
             return

@@ -16,22 +16,25 @@ import sys
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from datetime import datetime
+from typing import cast
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from ..engine import ExecutionDenied, Principal, ToolEntry
-from ..engine.permissions import CATEGORIES, can_run, levels_for, parse_category
+from ..engine.permissions import parse_category
 from ..errors import ArgumentsInvalid, BudgetExceeded, NotFound, RateLimited, UsageError
 from ..mcp.config import ServersConfig
+from ..model.execution import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
+from ..model.permissions import CATEGORIES, DENIAL_DISABLED, DENIAL_LEVEL, levels_for
+from ..model.spec import ToolResult
+from ..model.status import CallStatus, ExecutionStatus
+from ..policy import Decision
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
-from ..status import CallStatus, ExecutionStatus
 from ..store import Store
-from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
 from ..tools.base import CallContext, CallOutcome
-from ..tools.spec import ToolResult
 from ..tools.under_agent import under_agent
 from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
 
@@ -102,12 +105,15 @@ def _check_name(name: str) -> None:
         raise UsageError(msg_no_namespace(name) + "; `toolagent tools list` shows the names")
 
 
-def _may_run(entry: ToolEntry, me: Principal) -> str:
-    if not entry.enabled:
-        return "no: disabled"
-    if can_run(me.level, entry.risk):
+def _may_run(decision: Decision, entry: ToolEntry) -> str:
+    """The policy's answer for the "you may run" column."""
+    if decision.allowed:
         return "yes"
-    return f"no: needs {levels_for(entry.risk)[0] if levels_for(entry.risk) else 'a known risk'}"
+    if decision.code == DENIAL_DISABLED:
+        return "no: disabled"
+    if decision.code == DENIAL_LEVEL:
+        return f"no: needs {levels_for(entry.risk)[0] if levels_for(entry.risk) else 'a known risk'}"
+    return f"no: {decision.reason or decision.code}"
 
 
 def _count(n: int, noun: str) -> str:
@@ -146,14 +152,14 @@ def tools_list(
         servers = ServersConfig.load(state.servers)
         async with cli_runtime(servers) as (runtime, me):
             if server is not None:
-                assert runtime.pool is not None
-                runtime.catalogue.add(await runtime.pool.list_tools(server))
+                await runtime.catalogue.refresh_one(server)
                 errors: dict[str, str] = {}
             else:
                 errors = await runtime.catalogue.refresh()
             listing = await runtime.list_tools(
                 me, category=category, search=search, tags=tag, include_deprecated=include_deprecated
             )
+            policy = runtime.policy
         if state.json:
             emit_json({**listing.to_json(), "user": {"name": me.name, "level": me.level}, "errors": errors})
         else:
@@ -162,7 +168,7 @@ def tools_list(
                     cat if i == 0 else "",
                     e.name + (" (deprecated)" if e.deprecated else ""),
                     e.risk,
-                    _may_run(e, me),
+                    _may_run(policy.decide(me, e), e),
                     e.spec.description.strip().splitlines()[0] if e.spec.description.strip() else "",
                     i == len(entries) - 1,
                 )
@@ -171,7 +177,7 @@ def tools_list(
             ]
             # Names are never cut; the description gets one line of what the other columns leave.
             fixed = [
-                max([len(h), *(len(r[k]) for r in rows)])
+                max([len(h), *(len(cast(str, r[k])) for r in rows)])  # the first four cells are text
                 for k, h in enumerate(("category", "tool", "risk", "you may run"))
             ]
             table = Table("category", "tool", "risk", "you may run")
@@ -183,7 +189,7 @@ def tools_list(
             for cat, name, risk, may, desc, last in rows:
                 table.add_row(cat, escape(name), risk, may, escape(desc), end_section=last)
             out.print(table)
-            runnable = sum(1 for e in listing.tools if e.enabled and can_run(me.level, e.risk))
+            runnable = len(listing.runnable or ())
             err.print(
                 f"{_count(listing.total_count, 'tool')} in {_count(len(listing.categorized), 'category')}; "
                 f"you ({me.name}, {me.level}) may run {runnable}. Details: toolagent tools show NAME",
@@ -217,6 +223,7 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
             await runtime.tools.resolve(name)  # names the configured servers, or the server's tools, when wrong
             await runtime.catalogue.refresh([name.partition("/")[0]])
             details = await runtime.tool_details(name, me)
+            decision = runtime.policy.decide(me, details.tool)
             default_timeout_ms = runtime.config.default_timeout_ms
         if state.json:
             emit_json({**details.to_json(), "user": {"name": me.name, "level": me.level}})
@@ -236,7 +243,7 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
         rows = [
             ("category", f"{e.category} — {_CATEGORY_SOURCES.get(e.category_source, e.category_source)}"),
             ("risk", f"{e.risk} — {_RISK_SOURCES.get(e.risk_source, e.risk_source)}"),
-            ("you may run", f"{_may_run(e, me)} ({me.name}, {me.level})"),
+            ("you may run", f"{_may_run(decision, e)} ({me.name}, {me.level})"),
             ("tags", ", ".join(e.tags) or "-"),
             ("version", e.version or "-"),
             ("status", status),

@@ -7,12 +7,19 @@ through its tool stack as the user who submitted each one. `toolagent build --su
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.table import Table
 
-from ..status import RunStatus
+from ..model.status import RunStatus
 from ..store import open_store
 from ._app import EXIT_USAGE, app, emit_json, err, fail, out, run, state
+
+if TYPE_CHECKING:
+    from ..runs.plan import BuildPlan
+    from ..runs.runner import EventSink
+    from ..store import Store
 
 
 def stalled_s() -> float:
@@ -147,7 +154,7 @@ def submit_wanted(flag: bool) -> bool:
 
 
 async def submit_build(
-    store: object, plan: object, payload: object, *, explicit: bool, wait: bool, progress: object
+    store: Store, plan: BuildPlan, payload: object, *, explicit: bool, wait: bool, progress: EventSink | None
 ) -> int | None:
     """Submit a planned run to the workers (`toolagent build --submit`); with `wait`, follow it to
     its end with the same output as a local build. Returns the exit code, or None when the store
@@ -159,11 +166,9 @@ async def submit_build(
     from ..engine import EngineConfig
     from ..engine.principals import Principals
     from ..errors import UsageError
-    from ..store import Store
     from ..workers.submit import follow_run, submit_run
     from ._app import EXIT_FAILED
 
-    assert isinstance(store, Store)
     if store.db.is_sqlite:
         if explicit:
             raise UsageError(
@@ -173,7 +178,7 @@ async def submit_build(
         err.print("TOOLAGENT_EXECUTION=queue needs PostgreSQL; running in this process (SQLite store)", markup=False)
         return None
     me = await Principals(store.db, EngineConfig.load()).resolve_cli_user(state.user)
-    run_id = await submit_run(store, plan, payload if isinstance(payload, dict) else None, me)  # type: ignore[arg-type]
+    run_id = await submit_run(store, plan, payload if isinstance(payload, dict) else None, me)
     if not wait:
         if state.json:
             emit_json({"runId": run_id, "status": RunStatus.QUEUED})
@@ -182,7 +187,7 @@ async def submit_build(
             err.print(f"submitted; follow it with: toolagent runs show {run_id}", markup=False)
         return 0
     err.print(f"run {run_id} queued; waiting for a worker", markup=False)
-    row = await follow_run(store, run_id, progress)  # type: ignore[arg-type]
+    row = await follow_run(store, run_id, progress)
     deliverable = await store.runs.get_deliverable(run_id) if row.deliverable_id else None
     ok = row.status == RunStatus.SUCCESS
     if state.json:

@@ -23,47 +23,48 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ..embedding import Engine
+    from ..errors import ExecutionDenied
+    from ..model.entry import ToolEntry
+    from ..model.limits import LimitStatus
+    from ..model.permissions import CATEGORIES, LEVELS, PLANS, RISKS
     from .config import ENGINE_CONFIG_ENV, EngineConfig, PlanConfig, ToolOverride
-    from .core import Engine
     from .history import HistoryPage, HistoryQuery
-    from .limits import BudgetUsedUp, LimitStatus
+    from .limits import BudgetUsedUp
     from .metrics import CategoryMetrics, DenialCount, MetricsSnapshot, ToolMetrics, UserMetrics
-    from .permissions import CATEGORIES, LEVELS, PLANS, RISKS, Decision, ExecutionDenied, decide
     from .principals import ApiKey, Principal, Unauthenticated
     from .reads import ToolDetails
-    from .registry import Registry, ToolEntry, ToolListing
+    from .registry import Registry, ToolListing
 
 #: Public name -> submodule. Names load on first use, so `toolagent.engine.logs` and the other
-#: light submodules import without the store and SQLAlchemy; `Engine` is a `Runtime`, built
-#: from this package's modules.
+#: light submodules import without the store and SQLAlchemy; `Engine` (`toolagent.embedding`)
+#: is a `Runtime` over a function of the caller's.
 _EXPORTS = {
     "ENGINE_CONFIG_ENV": "config",
     "EngineConfig": "config",
     "PlanConfig": "config",
     "ToolOverride": "config",
-    "Engine": "core",
+    "Engine": "..embedding",
     "ToolDetails": "reads",
     "HistoryPage": "history",
     "HistoryQuery": "history",
     "BudgetUsedUp": "limits",
-    "LimitStatus": "limits",
+    "LimitStatus": "..model.limits",
     "CategoryMetrics": "metrics",
     "DenialCount": "metrics",
     "MetricsSnapshot": "metrics",
     "ToolMetrics": "metrics",
     "UserMetrics": "metrics",
-    "CATEGORIES": "permissions",
-    "LEVELS": "permissions",
-    "PLANS": "permissions",
-    "RISKS": "permissions",
-    "Decision": "permissions",
-    "ExecutionDenied": "permissions",
-    "decide": "permissions",
+    "CATEGORIES": "..model.permissions",
+    "LEVELS": "..model.permissions",
+    "PLANS": "..model.permissions",
+    "RISKS": "..model.permissions",
+    "ExecutionDenied": "..errors",
     "ApiKey": "principals",
     "Principal": "principals",
     "Unauthenticated": "principals",
     "Registry": "registry",
-    "ToolEntry": "registry",
+    "ToolEntry": "..model.entry",
     "ToolListing": "registry",
 }
 
@@ -79,7 +80,6 @@ __all__ = [
     "ApiKey",
     "BudgetUsedUp",
     "CategoryMetrics",
-    "Decision",
     "DenialCount",
     "Engine",
     "EngineConfig",
@@ -98,5 +98,4 @@ __all__ = [
     "ToolOverride",
     "Unauthenticated",
     "UserMetrics",
-    "decide",
 ]

@@ -6,7 +6,7 @@ are walked key by key; lists and scalars are compared whole. The diff is a list 
 `{"path": ..., "old": ..., "new": ...}`, a side left out when the path is absent there (a list,
 not a mapping keyed by path, so a path that names a secret does not get the whole entry masked
 when the audit row is redacted again). Values come from redacted copies of both sides
-(`engine.redaction`), so a secret is never written, and a changed secret still shows as a
+(`model.redaction`), so a secret is never written, and a changed secret still shows as a
 changed path; each value is cut to `MAX_VALUE_CHARS` of JSON and at most `MAX_PATHS` paths are
 listed (a last `{"path": "…", "more": N}` counts the rest).
 """
@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from ..agents.models import AgentRecord
 from ..agents.validation import parse_document
-from .redaction import redact
+from ..model.redaction import redact
 
 #: Paths listed per change; the rest are counted under `"…"`.
 MAX_PATHS: Final = 40

@@ -4,7 +4,7 @@ A definition should name its secrets, not hold them (a parameter rendered from t
 the payload), but one written with a key or a password in it is still readable by every key that
 may read agents. Those who may edit the agent (`engine.ownership.may_edit_agents`) see it as
 stored, because they need the real text to change it; everyone else sees the record and its
-definition through `engine.redaction`: values under secret-naming keys and secret-shaped strings
+definition through `model.redaction`: values under secret-naming keys and secret-shaped strings
 become `[REDACTED]`. The YAML text is parsed, masked and written out again when anything in it is
 masked (its comments go with it, since they may hold secrets too); otherwise it is kept as written.
 """
@@ -17,7 +17,7 @@ import yaml
 
 from ..agents.models import AgentRecord
 from ..agents.validation import parse_document
-from .redaction import redact, redact_text
+from ..model.redaction import redact, redact_text
 
 
 def masked_yaml(text: str) -> str:

@@ -17,7 +17,8 @@ from typing import IO, Any, Literal
 
 import anyio
 
-from ..status import AuditOutcome
+from ..model.redaction import redact, redact_text
+from ..model.status import AuditOutcome
 from ..store.audit import GENESIS_HASH, AuditRows
 from ..store.db import Connection, Database, utcnow
 from .audit_chain import (
@@ -31,7 +32,6 @@ from .audit_chain import (
     to_utc,
 )
 from .audit_key import AuditKeyMismatch, audit_key, key_refusal, keyed_genesis
-from .redaction import redact, redact_text
 
 #: Rows read per query by `verify`, `export` and `iter_records`.
 BATCH_ROWS = 1000
@@ -179,7 +179,7 @@ class AuditLog:
     def __init__(self, db: Database, key: bytes | None | Literal["settings"] = "settings") -> None:
         self.db = db
         self.rows = AuditRows(db)
-        self.key: bytes | None = audit_key() if key == "settings" else key  # type: ignore[assignment]
+        self.key: bytes | None = audit_key() if key == "settings" else key
         self._genesis = GENESIS_HASH if self.key is None else keyed_genesis(self.key)
         self._key_checked = False
         """The chain's first row was found written under this process's key (or its absence)."""

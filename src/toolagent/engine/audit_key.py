@@ -146,7 +146,10 @@ def parse_head(text: str, where: str) -> SignedHead:
         isinstance(seq, int)
         and not isinstance(seq, bool)
         and seq >= 0
-        and all(isinstance(v, str) for v in (hash_, at, scheme, sig))
+        and isinstance(hash_, str)
+        and isinstance(at, str)
+        and isinstance(scheme, str)
+        and isinstance(sig, str)
     ):
         raise UsageError(
             f"--head: {where} needs seq (integer), hash, exported_at, scheme and signature; "
@@ -154,7 +157,7 @@ def parse_head(text: str, where: str) -> SignedHead:
         )
     if scheme != HEAD_SCHEME:
         raise UsageError(f"--head: {where} has scheme {scheme!r}; only {HEAD_SCHEME!r} is known")
-    return SignedHead(seq, hash_, at, scheme, sig)  # type: ignore[arg-type]
+    return SignedHead(seq, hash_, at, scheme, sig)
 
 
 __all__ = [

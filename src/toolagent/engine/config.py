@@ -25,16 +25,16 @@ from __future__ import annotations
 import fnmatch
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..agents.yaml_loader import safe_load
 from ..errors import ConfigError
+from ..model.execution import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..model.permissions import Category, Level, Plan, Risk
 from ..settings import Settings
-from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
-from .permissions import Category, Level, Plan, Risk
 
 #: Environment variable naming the engine config file (YAML or JSON).
 ENGINE_CONFIG_ENV = "TOOLAGENT_ENGINE_CONFIG"
@@ -152,7 +152,8 @@ class EngineConfig(_Model):
 
     def plan(self, name: str) -> PlanConfig:
         """One plan's settings (an unknown plan gets the free plan's, the most restrictive)."""
-        return self.plans.get(name) or self.plans.get("free") or default_plans()["free"]  # type: ignore[call-overload]
+        # An unknown name is a miss like any other key: the cast only lets a str look it up.
+        return self.plans.get(cast(Plan, name)) or self.plans.get("free") or default_plans()["free"]
 
     def tool_override(self, name: str) -> ToolOverride | None:
         """The override for `name`: its exact entry, else the first pattern that matches."""

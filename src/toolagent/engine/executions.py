@@ -1,4 +1,4 @@
-"""Execution ids and timeouts; the records live in `store/execution_record.py`, their store verbs
+"""Execution ids and timeouts; the records live in `model/execution.py`, their store verbs
 in `store/executions.py`."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 
 from ..errors import UsageError
-from ..store.execution_record import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from ..model.execution import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 
 
 def new_execution_id(now_s: float) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .permissions import DENIAL_DISABLED, DENIAL_LEVEL, ExecutionDenied, levels_for
+from ..errors import ExecutionDenied
+from ..model.permissions import DENIAL_DISABLED, DENIAL_LEVEL, levels_for
 
 
 def denial_fix(exc: ExecutionDenied, user: str) -> str | None:

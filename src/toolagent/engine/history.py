@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import PermissionDenied, UsageError
+from ..model.execution import STATUSES, Execution
+from ..model.permissions import CATEGORIES
 from ..store.db import Database
-from ..store.execution_record import STATUSES, Execution
 from ..store.history import ExecutionFilter, ExecutionHistory, Stats
-from .permissions import CATEGORIES
 from .principals import Principal
 
 #: Page size bounds and default.

@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
 
 from ..errors import BudgetExceeded, RateLimited
+from ..model.limits import LimitKind, LimitStatus
 from ..store.db import Connection, Database
 from ..store.limits import LimitCounters
 from .config import EngineConfig
@@ -31,7 +31,6 @@ from .config import EngineConfig
 RATE_WINDOW_S = 60
 
 Clock = Callable[[], float]
-LimitKind = Literal["rate", "budget"]
 
 
 @dataclass(frozen=True)
@@ -50,38 +49,6 @@ class LimitRule:
     """The current window's number."""
     reset_at_s: float
     """When the current window ends (clock seconds)."""
-
-
-@dataclass(frozen=True)
-class LimitStatus:
-    """Where one counter stands (rate-limit headers, `users usage`)."""
-
-    kind: LimitKind
-    """`rate` or `budget`."""
-    scope: str
-    """What it limits."""
-    limit: int
-    """Calls allowed per window."""
-    used: int
-    """Calls counted in the current window."""
-    reset_in_s: float
-    """Seconds until the window ends."""
-
-    @property
-    def remaining(self) -> int:
-        """Calls left in the current window."""
-        return max(0, self.limit - self.used)
-
-    def to_json(self) -> dict[str, Any]:
-        """CLI/API form."""
-        return {
-            "kind": self.kind,
-            "scope": self.scope,
-            "limit": self.limit,
-            "used": self.used,
-            "remaining": self.remaining,
-            "resetInSeconds": round(self.reset_in_s, 3),
-        }
 
 
 class BudgetUsedUp(BudgetExceeded):

@@ -21,13 +21,13 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 from ..errors import ConfigError
+from ..model.redaction import redact, redact_text
+from ..model.status import CallStatus, ExecutionStatus
 from ..settings import Settings
-from ..status import CallStatus, ExecutionStatus
 from .events import Event, EventBus
-from .redaction import redact, redact_text
 
 #: Environment variable choosing `json` or `text` lines.
 LOG_FORMAT_ENV = "TOOLAGENT_LOG_FORMAT"
@@ -178,17 +178,17 @@ def configure_logging(
     return handler
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler[TextIO]):
     # Looks up sys.stderr on every write, so a test runner or CLI runner that swaps it still sees the lines.
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
     @property
-    def stream(self) -> IO[str]:
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
-    def stream(self, _value: IO[str]) -> None:
+    def stream(self, _value: TextIO) -> None:
         pass
 
 

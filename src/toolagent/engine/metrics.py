@@ -19,10 +19,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ..store.db import Database, as_utc
-from ..store.execution_record import DURATION_BUCKETS_S
+from ..model.execution import DURATION_BUCKETS_S
+from ..model.permissions import DENIAL_RATE_LIMITED
+from ..model.times import as_utc
+from ..store.db import Database
 from ..store.metrics import MetricsReads
-from .permissions import DENIAL_RATE_LIMITED
 from .prometheus import Histogram, PromDenial, PromSnapshot, PromToolFigures, PromUserFigures
 
 #: How many tools `most_used` lists.

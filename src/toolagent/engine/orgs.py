@@ -23,11 +23,11 @@ Audit events (column `event`; `arguments` holds the details, redacted like every
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..agents.models import AgentRecord
 from ..errors import NotFound, PermissionDenied, ToolAgentError
-from ..status import AuditOutcome
+from ..model.status import AuditOutcome
 from ..store.agents import AgentStore, UpsertOutcome
 from ..store.db import Connection, Database, utcnow
 from ..store.orgs import MemberRow, OrgRow, OrgRows
@@ -55,7 +55,10 @@ class _Refused:
     error: ToolAgentError
 
 
-def _unwrap(result: Any) -> Any:
+T = TypeVar("T")
+
+
+def _unwrap(result: T | _Refused) -> T:
     if isinstance(result, _Refused):
         raise result.error
     return result
@@ -148,9 +151,11 @@ class Organizations:
             PermissionDenied: the actor's role in the organization does not allow the change.
             UsageError: the organization does not exist and its name cannot start a new one.
         """
-        return _unwrap(await self.db.write(self._put_in, actor, record))  # type: ignore[no-any-return]
+        return _unwrap(await self.db.write(self._put_in, actor, record))
 
-    def _put_in(self, conn: Connection, actor: Actor, record: AgentRecord) -> Any:
+    def _put_in(
+        self, conn: Connection, actor: Actor, record: AgentRecord
+    ) -> tuple[UpsertOutcome, AgentRecord] | _Refused:
         org = record.organization_slug
         self.rows.lock_in(conn, org)
         state = self._state_in(conn, org, actor)
@@ -180,9 +185,9 @@ class Organizations:
             NotFound: no such agent.
             PermissionDenied: the actor's role in the organization does not allow it.
         """
-        return _unwrap(await self.db.write(self._delete_in, actor, org, slug))  # type: ignore[no-any-return]
+        return _unwrap(await self.db.write(self._delete_in, actor, org, slug))
 
-    def _delete_in(self, conn: Connection, actor: Actor, org: str, slug: str) -> Any:
+    def _delete_in(self, conn: Connection, actor: Actor, org: str, slug: str) -> AgentRecord | _Refused:
         self.rows.lock_in(conn, org)
         old = AgentStore.get_in(conn, org, slug)
         if old is None:
@@ -256,9 +261,11 @@ class Organizations:
             PermissionDenied: `actor` is not the organization's admin.
         """
         checked = parse_role(role)
-        return _unwrap(await self.db.write(self._grant_in, actor, org, user, checked))  # type: ignore[no-any-return]
+        return _unwrap(await self.db.write(self._grant_in, actor, org, user, checked))
 
-    def _grant_in(self, conn: Connection, actor: Actor, org: str, user: str, role: Role) -> Any:
+    def _grant_in(
+        self, conn: Connection, actor: Actor, org: str, user: str, role: Role
+    ) -> tuple[str, MemberRow] | _Refused:
         self.rows.lock_in(conn, org)
         state = self._state_in(conn, org, actor)
         refused = self._check_members_in(conn, actor, state, "org.grant", user, role)
@@ -288,9 +295,9 @@ class Organizations:
             NotFound: no such organization, or `user` is not a member.
             PermissionDenied: `actor` is not the organization's admin.
         """
-        return _unwrap(await self.db.write(self._revoke_in, actor, org, user))  # type: ignore[no-any-return]
+        return _unwrap(await self.db.write(self._revoke_in, actor, org, user))
 
-    def _revoke_in(self, conn: Connection, actor: Actor, org: str, user: str) -> Any:
+    def _revoke_in(self, conn: Connection, actor: Actor, org: str, user: str) -> MemberRow | _Refused:
         self.rows.lock_in(conn, org)
         state = self._state_in(conn, org, actor)
         refused = self._check_members_in(conn, actor, state, "org.revoke", user, None)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 from ..agents.models import AgentRecord, Security
 from ..agents.validation import parse_document
@@ -53,7 +53,7 @@ def parse_role(value: str) -> Role:
     """
     if value not in _RANK:
         raise UsageError(f"unknown role {value!r}: use one of {', '.join(ROLES)}")
-    return value  # type: ignore[return-value]
+    return cast(Role, value)  # one of ROLES, checked above
 
 
 def at_least(role: str | None, needed: Role) -> bool:

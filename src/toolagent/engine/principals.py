@@ -26,10 +26,12 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import NotFound, StoreError, Unauthenticated, UsageError
-from ..store.db import Connection, Database, as_utc, utcnow
+from ..model.permissions import SCOPE_ALL, scope_categories
+from ..model.times import as_utc
+from ..store.db import Connection, Database, utcnow
 from ..store.principals import PrincipalChanges, PrincipalRows
 from .config import EngineConfig
-from .permissions import SCOPE_ALL, parse_level, parse_plan, parse_scope, scope_categories
+from .permissions import parse_level, parse_plan, parse_scope
 
 #: Prefix of every API key (lets secret scanners and the redactor recognize them).
 KEY_PREFIX = "ta_"
@@ -155,7 +157,7 @@ def _key(row: Any) -> ApiKey:
         row.user_name,
         row.prefix,
         tuple(row.scopes or ()),
-        as_utc(row.created_at),  # type: ignore[arg-type]
+        as_utc(row.created_at),
         as_utc(row.revoked_at),
         row.label,
     )

@@ -37,9 +37,10 @@ from prometheus_client import Histogram as PromHistogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from ..status import CallStatus, ExecutionStatus
+from ..model.status import CallStatus, ExecutionStatus
 
 #: The `Content-Type` of the rendered text.
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -231,10 +232,10 @@ class HttpMetrics:
             yield replace_samples(metric, [s for s in metric.samples if not s.name.endswith("_created")])
 
 
-def replace_samples(metric: Metric, samples: list[object]) -> Metric:
+def replace_samples(metric: Metric, samples: list[Sample]) -> Metric:
     """A copy of `metric` holding `samples` instead of its own."""
     copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
-    copy.samples = samples  # type: ignore[assignment]
+    copy.samples = samples
     return copy
 
 
@@ -264,8 +265,8 @@ class SnapshotCollector(Collector):
             denied[(d.tool, d.reason)] += d.count
         users: dict[tuple[str, ...], float] = defaultdict(float)
         for u in snap.users:
-            for status in (*EXECUTION_STATUSES, CallStatus.DENIED):
-                users[(u.user, status)] += getattr(u, status)
+            for ended in (*EXECUTION_STATUSES, CallStatus.DENIED):
+                users[(u.user, ended)] += getattr(u, ended)
 
         yield _counter(
             "tool_execution_total",

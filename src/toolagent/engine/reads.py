@@ -13,16 +13,18 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, UsageError
-from ..store.execution_record import Execution
+from ..model.entry import ToolEntry
+from ..model.execution import Execution
+from ..model.limits import LimitStatus
+from ..policy import Policy
 from ..store.executions import ExecutionStore
 from ..store.history import Stats
 from .config import EngineConfig
 from .history import History, HistoryPage, HistoryQuery
-from .limits import Limits, LimitStatus
+from .limits import Limits
 from .metrics import Metrics, MetricsSnapshot, ToolMetrics, UserMetrics
-from .permissions import can_run
 from .principals import Principal
-from .registry import ToolEntry, ToolListing
+from .registry import ToolListing
 
 if TYPE_CHECKING:
     from ..tools.catalogue import Catalogue
@@ -39,7 +41,7 @@ class ToolDetails:
     user_stats: UserMetrics
     """The caller's figures for it."""
     runnable: bool
-    """Whether the caller's level may run it (and it is enabled)."""
+    """Whether the caller may run it, as the policy decides."""
 
     def to_json(self) -> dict[str, Any]:
         """API form: `tool`, `metrics`, `userStats`."""
@@ -61,6 +63,7 @@ class Reads:
     limits: Limits
     catalogue: Catalogue
     clock: Callable[[], float] = field(default=time.time)
+    policy: Policy = field(default_factory=Policy)
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -112,18 +115,29 @@ class Reads:
         include_deprecated: bool = False,
         include_disabled: bool = False,
     ) -> ToolListing:
-        """Discovery over the listed tools, each marked runnable or not for `principal`.
+        """Discovery over the listed tools; for `principal`, only those of its key's categories,
+        each marked runnable as the policy decides (what a call of it would be told).
 
         Raises:
             UsageError: unknown category.
         """
+        if principal is None:
+            visible = runnable = None
+        else:
+            decide = self.policy.decide
+
+            def runnable(entry: ToolEntry) -> bool:
+                return decide(principal, entry).allowed
+
+            visible = None if principal.categories is None else (lambda e: principal.sees_category(e.category))
         return self.catalogue.listing(
             category=category,
             search=search,
             tags=tags,
             include_deprecated=include_deprecated,
             include_disabled=include_disabled,
-            level=principal.level if principal else None,
+            visible=visible,
+            runnable=runnable,
         )
 
     async def tool_details(self, name: str, principal: Principal) -> ToolDetails:
@@ -136,7 +150,7 @@ class Reads:
         snapshot = await self.metrics_store.snapshot(tool=name, registered={name: entry.category}, now=self._now())
         metrics = snapshot.tool_metrics(name) or ToolMetrics(name, entry.category)
         own = await self.metrics_store.user_tool_stats(principal.name, name)
-        return ToolDetails(entry, metrics, own, entry.enabled and can_run(principal.level, entry.risk))
+        return ToolDetails(entry, metrics, own, self.policy.decide(principal, entry).allowed)
 
     def _visible_tool(self, name: str, principal: Principal) -> ToolEntry:
         """The tool, when its category is within the principal's key scopes (else not found, as an

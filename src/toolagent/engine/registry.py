@@ -15,7 +15,7 @@ Risk, first source that answers:
 Category, first source that answers (each entry records which, as `category_source`): the
 engine config's `tools` entry or `ToolSpec.category` (`operator`), the server's name when it is a
 category (`file/read`: `server`), the table's flat names (`http_request` is web: `tool`), what
-`tools/category.py` infers from the server's name, the tool's name and title and its annotations
+`category.py` infers from the server's name, the tool's name and title and its annotations
 (`server`, `tool`, `annotations`), else `agent` (`default`). The verb table of step 2 of the risk
 order applies only to a category from the operator or the server's name: a category a server
 gives itself through its tools' names never lowers their risk. Unclassified tools are `agent` tools — capabilities an agent reaches through its
@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import ConfigError, NotFound
-from ..tools.category import infer_category
-from ..tools.spec import ToolSpec
+from ..model.entry import ToolEntry
+from ..model.permissions import CATEGORIES, RISKS
+from ..model.spec import ToolSpec
+from .category import infer_category
 from .config import EngineConfig
-from .permissions import CATEGORIES, RISKS, can_run
 
 #: Category of tools nothing classifies.
 FALLBACK_CATEGORY: Final = "agent"
@@ -162,70 +163,13 @@ def classify_risk(
 
 
 @dataclass(frozen=True)
-class ToolEntry:
-    """One registered tool: its spec plus what the engine decided about it."""
-
-    spec: ToolSpec
-    """The MCP layer's record (schema, server, annotations, timeout)."""
-    category: str
-    """One of the ten categories."""
-    risk: str
-    """`safe`, `moderate` or `dangerous`."""
-    risk_source: str
-    """Where the risk came from: `operator`, `table`, `annotations` or `default`."""
-    tags: tuple[str, ...] = ()
-    """Discovery tags (engine config)."""
-    version: str | None = None
-    """Version shown in listings (engine config)."""
-    deprecated: bool = False
-    """Left out of listings unless asked for."""
-    enabled: bool = True
-    """False: hidden, and every call is denied."""
-    category_source: str = "default"
-    """Where the category came from: `operator`, `server`, `tool`, `annotations` or `default`."""
-
-    @property
-    def name(self) -> str:
-        """The qualified name."""
-        return self.spec.name
-
-    def matches(self, search: str) -> bool:
-        """Case-insensitive substring of the name, title or description."""
-        needle = search.lower()
-        return any(needle in (text or "").lower() for text in (self.spec.name, self.spec.title, self.spec.description))
-
-    def to_json(self, *, runnable: bool | None = None) -> dict[str, Any]:
-        """API form (listTools / getToolDetails field names, plus the engine's own)."""
-        data: dict[str, Any] = {
-            "name": self.name,
-            "description": self.spec.description,
-            "inputSchema": self.spec.input_schema,
-            "category": self.category,
-            "categorySource": self.category_source,
-            "risk": self.risk,
-            "riskSource": self.risk_source,
-            "tags": list(self.tags),
-            "version": self.version,
-            "deprecated": self.deprecated,
-            "enabled": self.enabled,
-            "server": self.spec.server,
-            "title": self.spec.title,
-        }
-        if self.spec.output_schema is not None:
-            data["outputSchema"] = self.spec.output_schema
-        if runnable is not None:
-            data["runnable"] = runnable
-        return data
-
-
-@dataclass(frozen=True)
 class ToolListing:
     """A discovery answer: the matching tools, also grouped by category."""
 
     tools: tuple[ToolEntry, ...]
     """Matching tools, by name."""
-    level: str | None = None
-    """The caller's level, to mark which tools it may run."""
+    runnable: frozenset[str] | None = None
+    """The names of those the caller may run, as the policy decides; None: no caller asked."""
     categorized: dict[str, tuple[ToolEntry, ...]] = field(default_factory=dict)
     """The same tools by category (categories without tools left out)."""
 
@@ -236,9 +180,10 @@ class ToolListing:
 
     def to_json(self) -> dict[str, Any]:
         """API form: `tools`, `categorizedTools`, `totalCount`, `categories`."""
+        runnable = self.runnable
 
         def one(e: ToolEntry) -> dict[str, Any]:
-            return e.to_json(runnable=None if self.level is None else can_run(self.level, e.risk) and e.enabled)
+            return e.to_json(runnable=None if runnable is None else e.name in runnable)
 
         return {
             "tools": [one(e) for e in self.tools],
@@ -340,7 +285,8 @@ class Registry:
         tags: Sequence[str] | None = None,
         include_deprecated: bool = False,
         include_disabled: bool = False,
-        level: str | None = None,
+        visible: Callable[[ToolEntry], bool] | None = None,
+        runnable: Callable[[ToolEntry], bool] | None = None,
     ) -> ToolListing:
         """Discovery: filter, then group by category (in `CATEGORIES` order).
 
@@ -350,7 +296,8 @@ class Registry:
             tags: Only tools carrying every one of these tags.
             include_deprecated: Keep deprecated tools (left out by default).
             include_disabled: Keep disabled tools (hidden by default).
-            level: The caller's level, to mark each tool runnable or not.
+            visible: Only the tools the caller may see (a scoped key's categories).
+            runnable: Whether the caller may run a tool (the policy's answer), to mark each.
         """
         wanted = set(tags or ())
         found = tuple(
@@ -361,9 +308,11 @@ class Registry:
             and (include_disabled or e.enabled)
             and (not search or e.matches(search))
             and wanted <= set(e.tags)
+            and (visible is None or visible(e))
         )
         grouped = {c: tuple(e for e in found if e.category == c) for c in CATEGORIES}
-        return ToolListing(found, level, {c: es for c, es in grouped.items() if es})
+        marked = None if runnable is None else frozenset(e.name for e in found if runnable(e))
+        return ToolListing(found, marked, {c: es for c, es in grouped.items() if es})
 
 
 __all__ = [

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ArgumentsInvalid, UpstreamError
-from ..tools.spec import ToolSpec
+from ..model.spec import ToolSpec
 
 Quick = Callable[[dict[str, Any]], bool]
 _VALIDATORS: dict[str, tuple[dict[str, Any], Any, Quick | None]] = {}

@@ -34,7 +34,8 @@ class CheckedSession(ClientSession):
     async def call_tool(self, *args: Any, **kwargs: Any) -> CallToolResult:
         """The SDK's `call_tool`, counting the calls abandoned before their answer."""
         try:
-            return await super().call_tool(*args, **kwargs)
+            result: CallToolResult = await super().call_tool(*args, **kwargs)
+            return result
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 self.abandoned_calls += 1

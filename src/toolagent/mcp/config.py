@@ -36,6 +36,9 @@ DEFAULT_CONFIG_FILE = "mcp.json"
 #: Risk levels an operator may assign.
 Risk = Literal["safe", "moderate", "dangerous"]
 
+# Names pydantic puts in an error's location for the union's branches: not part of the field path.
+_KIND_LOCS = ("StdioServer", "HttpServer", "PythonServer", "stdio", "http", "python")
+_PYTHON_TARGET = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -125,8 +128,34 @@ class HttpServer(_ServerBase):
     headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. Authorization).")
 
 
-ServerParams = StdioServer | HttpServer
-_Server = Annotated[StdioServer | HttpServer, Field(discriminator="transport")]
+class PythonServer(_ServerBase):
+    """Tools run in this process: `package.module:attr` names an `MCPServer`, a list of functions, or a
+    function of no arguments returning either. Nothing is imported until a runtime opens.
+    """
+
+    transport: Literal["python"] = "python"
+    python: str = Field(
+        description="`package.module:attr`: an importable module (installed, or on PYTHONPATH) and a name in it."
+    )
+
+    @field_validator("python")
+    @classmethod
+    def _is_a_target(cls, target: str) -> str:
+        if _PYTHON_TARGET.fullmatch(target) is None:
+            raise ValueError(
+                f"`python` must be `package.module:attr` (a dotted module path, a colon, a name in it), not {target!r}"
+            )
+        return target
+
+    @model_validator(mode="after")
+    def _no_connect_timeout(self) -> PythonServer:
+        if self.connect_timeout_s is not None:
+            raise ValueError("`connect_timeout_s` has no meaning for a `python` server (nothing connects): remove it")
+        return self
+
+
+ServerParams = StdioServer | HttpServer | PythonServer
+_Server = Annotated[StdioServer | HttpServer | PythonServer, Field(discriminator="transport")]
 
 
 class ServersConfig(BaseModel):
@@ -150,8 +179,13 @@ class ServersConfig(BaseModel):
                         raw = {**raw, "transport": "http"}
                     elif "command" in raw:
                         raw = {**raw, "transport": "stdio"}
+                    elif "python" in raw:
+                        raw = {**raw, "transport": "python"}
                     else:
-                        raise ValueError(f"server '{name}' needs either `command` (stdio) or `url` (streamable HTTP)")
+                        raise ValueError(
+                            f"server '{name}' needs `command` (stdio), `url` (streamable HTTP) "
+                            "or `python` (`package.module:attr`, run in process)"
+                        )
                 servers[name] = raw
             data = {**data, "mcpServers": servers}
         return data
@@ -182,7 +216,7 @@ class ServersConfig(BaseModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             first = exc.errors()[0]
-            path = ".".join(str(p) for p in first["loc"] if p not in ("StdioServer", "HttpServer", "stdio", "http"))
+            path = ".".join(str(p) for p in first["loc"] if p not in _KIND_LOCS)
             raise ServerConfigError(first["msg"], source=source, path=path or None) from exc
 
     @classmethod

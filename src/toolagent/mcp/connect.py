@@ -7,7 +7,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO, cast
 
 import anyio
 import httpx2
@@ -59,7 +59,7 @@ async def connect(
             stopper = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(stopper.cancel_scope.cancel)
             server = StdioServerParameters(command=command, args=args, env=params.env, cwd=params.cwd)
-            read, write = await stack.enter_async_context(stdio_client(server, errlog=errlog))
+            read, write = await stack.enter_async_context(stdio_client(server, errlog=cast(TextIO, errlog)))
 
             async def stop_if_abandoned() -> None:
                 pid = read_pid(pid_file) if launch is not None and pid_file is not None else None

@@ -10,23 +10,24 @@ sessions themselves (opened lazily, shared, reopened after a break) are `mcp.ses
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import anyio
 import mcp_types
 from mcp import MCPError
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.types import CallToolResult, PaginatedRequestParams, Tool
 
 from .._aio import task_group
 from ..errors import ServerUnavailable, ToolFailed, ToolTimedOut, UnknownTool, UpstreamError
-from ..tools.spec import ToolResult, ToolSpec, qualified, split_name
+from ..model.spec import ToolResult, ToolSpec, qualified, split_name
 from .arguments import check_arguments
 from .sessions import SessionPool, describe_error
 
 log = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+ProgressCallback = ProgressFnT
 
 
 def _tool_result(result: CallToolResult) -> ToolResult:

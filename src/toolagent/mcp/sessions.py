@@ -28,7 +28,7 @@ from mcp import ClientSession, MCPError
 from mcp.types import Tool, ToolListChangedNotification
 
 from ..errors import ServerUnavailable
-from ..tools.spec import ToolSpec
+from ..model.spec import ToolSpec
 from .config import HttpServer, ServerParams, ServersConfig
 from .connect import connect
 from .diagnose import HttpTrace, stderr_summary
@@ -129,8 +129,13 @@ class SessionPool:
 
     @property
     def server_names(self) -> list[str]:
-        """Enabled servers, in config order."""
-        return list(self._servers)
+        """Enabled servers, in config order (known before the pool is entered)."""
+        return list(self.config.enabled)
+
+    def origin(self, namespace: str) -> str:
+        """How a server is reached, for messages: "MCP server 'x' (stdio)"."""
+        params = self.config.mcpServers.get(namespace)
+        return f"MCP server '{namespace}'" + (f" ({params.transport})" if params is not None else "")
 
     def _server(self, namespace: str) -> ServerConnection:
         server = self._servers.get(namespace)
@@ -227,7 +232,7 @@ class SessionPool:
                 log.debug("server %s transport error: %s", server.name, message)
 
         try:
-            opener = self.connector or connect
+            opener: Callable[..., contextlib.AbstractAsyncContextManager[ClientSession]] = self.connector or connect
             extra = {"trace": server.trace} if server.trace is not None else {}
             async with opener(server.params, errlog=server.errlog, message_handler=on_message, **extra) as session:
                 server.session = session

@@ -1,4 +1,4 @@
-"""BUILD runs: planning, execution over MCP, deliverables, and the embedding entry point.
+"""BUILD runs: planning, execution over the tool stack, deliverables, and loading the agent to run.
 
 Names load on first use (as in `toolagent.engine`): a module that needs one part of this package
 (`runs.flow`, say) does not load the planner, the runner and the agent loaders with it.
@@ -6,15 +6,12 @@ Names load on first use (as in `toolagent.engine`): a module that needs one part
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ..agents.loaders import LoadedAgent
-    from ..engine.principals import Principal
-    from ..mcp.config import ServersConfig
     from ..store import Store
     from .flow import FlowCap
     from .plan import BuildPlan, PlannedStep, merge_overrides, plan_build
@@ -61,56 +58,6 @@ async def load_agent(ref: str, store: Store | None) -> LoadedAgent:
     return load_record(await store.agents.get_agent(org, slug))
 
 
-async def build(
-    agent: str | LoadedAgent,
-    payload: Mapping[str, Any] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    *,
-    db: str | None = None,
-    servers: str | ServersConfig | None = None,
-    user: str | None = None,
-    principal: Principal | None = None,
-    deliverable_format: str | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> RunOutcome:
-    """Run one BUILD and return its persisted outcome; for embedding toolagent in Python.
-
-    Every step goes through the same tool stack as a CLI build: gated by the caller's level
-    against each tool's risk and the agent's tool list, counted against its limits, recorded in
-    history and audit, bounded by its timeout and cancellable by id.
-
-    Args:
-        agent: `org/slug` in the store, a definition file path, or a loaded agent.
-        payload: the request payload templates read as `payload.*`.
-        overrides: `tools`, `toolParams`, `toolExecutionMode`, `stopOnError`.
-        db: store URL (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file).
-        servers: path of an `mcpServers` file, a loaded config, or None for the default lookup.
-        user: the stored user the run acts as (default: the local user, as on the CLI).
-        principal: the caller, already resolved (wins over `user`).
-        deliverable_format: `json`, `markdown` or `text` instead of the agent's own.
-        metadata: extra request metadata templates read as `metadata.*`.
-
-    Raises:
-        ConfigError: invalid agent, overrides or server config (before anything runs).
-        NotFound: `user` names no stored user.
-    """
-    from ..agents.loaders import LoadedAgent
-    from ..mcp.config import ServersConfig
-    from ..runtime import open_runtime
-    from ..tools.base import CallContext
-    from .flow import FlowCap
-    from .plan import plan_build
-
-    config = servers if isinstance(servers, ServersConfig) else ServersConfig.load(servers)
-    async with open_runtime(db, config, flow_cap=FlowCap.from_env()) as runtime:
-        caller = principal or await runtime.principal(user)
-        loaded = agent if isinstance(agent, LoadedAgent) else await load_agent(agent, runtime.store)
-        plan = plan_build(loaded, overrides, deliverable_format=deliverable_format)
-        # Only the servers the plan uses are started.
-        await runtime.catalogue.refresh(list(dict.fromkeys(t.partition("/")[0] for t in plan.tools)))
-        return await runtime.runner(CallContext(caller)).run(plan, payload, metadata=metadata)
-
-
 __all__ = [
     "BuildPlan",
     "BuildRunner",
@@ -119,7 +66,6 @@ __all__ = [
     "RunEvent",
     "RunOutcome",
     "StepState",
-    "build",
     "load_agent",
     "merge_overrides",
     "new_run_id",

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..engine.redaction import redact
-from ..status import RunStatus, StepStatus
-from ..tools.bounds import bound_deliverable
+from ..model.bounds import bound_deliverable
+from ..model.redaction import redact
+from ..model.status import RunStatus, StepStatus
 
 if TYPE_CHECKING:
     from .plan import BuildPlan
@@ -169,9 +169,10 @@ def render_deliverable(
 def _max_bytes(given: int | None) -> int:
     if given is not None:
         return given
-    from ..tools.bounds import ResultBounds
+    from ..model.bounds import ResultBounds
+    from ..settings import Settings
 
-    return ResultBounds.from_env().max_deliverable_bytes
+    return ResultBounds.from_settings(Settings.from_env()).max_deliverable_bytes
 
 
 def _truncated_note(metadata: dict[str, Any], emphasis: str) -> str:
@@ -271,7 +272,8 @@ def _attachment_markdown(a: dict[str, Any]) -> str:
     if kind == "resource":
         line = f"- resource `{a.get('uri')}` ({_describe_attachment(a)})"
         if "text" in a:
-            return line + "\n\n  ```\n  " + a["text"][:4000].replace("\n", "\n  ") + "\n  ```"
+            text: str = a["text"]
+            return line + "\n\n  ```\n  " + text[:4000].replace("\n", "\n  ") + "\n  ```"
         return line
     return f"- {kind} ({_describe_attachment(a)})"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from ..model.spec import ToolResult, ToolSpec
 from ..settings import Settings
-from ..tools.spec import ToolResult, ToolSpec
 
 #: Longest list passed on to later steps (the stored result keeps everything).
 DEFAULT_FLOW_MAX_ITEMS = 1000
@@ -71,7 +71,7 @@ def result_view(result: ToolResult | None, status: str, cap: FlowCap) -> dict[st
         "status": status,
         "isError": result.is_error if result is not None else False,
     }
-    return cap.apply(view)
+    return cast("dict[str, Any]", cap.apply(view))  # a mapping comes back a dict
 
 
 def fill_required(

@@ -26,12 +26,12 @@ import anyio
 from .._aio import task_group
 from .._evolve import evolve
 from ..errors import PolicyError, ToolAgentError
-from ..status import CallStatus, StepStatus
+from ..model.bounds import ResultBounds
+from ..model.spec import ToolResult, ToolSpec
+from ..model.status import CallStatus, StepStatus, step_status
 from ..store import Store
 from ..store.db import utcnow
 from ..tools.base import CallContext, CallOutcome
-from ..tools.bounds import ResultBounds
-from ..tools.spec import ToolResult, ToolSpec
 from ..tools.stack import ToolStack
 from .deliverable import render_deliverable
 from .flow import FlowCap, fill_required, result_view
@@ -240,7 +240,8 @@ class BuildRunner:
                 else None
             )
         with anyio.CancelScope(shield=True):
-            return await self._finish(ctx, status, error)
+            outcome = await self._finish(ctx, status, error)
+        return outcome
 
     async def _finish(self, ctx: _Run, status: str, error: str | None) -> RunOutcome:
         ended = utcnow()
@@ -421,30 +422,26 @@ def _step_values(step: StepState) -> dict[str, Any]:
 
 
 def _apply(state: StepState, outcome: CallOutcome) -> None:
-    """A step's status and error from its call's outcome."""
+    """A step's status (`model.status.CALL_STATUS_AS`) and error from its call's outcome."""
     tool = state.tool
     state.result = outcome.result
+    state.status = step_status(outcome.status)
     if outcome.status is CallStatus.OK:
-        state.status = SUCCESS
-    elif outcome.status is CallStatus.DENIED:
-        state.status = DENIED
+        return
+    if outcome.status is CallStatus.DENIED:
         state.error = outcome.exception.message if outcome.exception is not None else outcome.error
     elif outcome.status is CallStatus.TIMED_OUT:
         timeout_ms = outcome.record.timeout_ms if outcome.record is not None else None
-        state.status = FAILED
         state.error = (
             f"tool '{tool}' timed out after {timeout_ms / 1000:g} s"
             if timeout_ms
             else outcome.error or f"tool '{tool}' timed out"
         )
     elif outcome.status is CallStatus.CANCELLED:
-        state.status = CANCELLED
         state.error = f"execution {outcome.execution_id} of '{tool}' was cancelled: {outcome.reason or 'cancelled'}"
     elif outcome.result is not None and outcome.result.is_error:
-        state.status = FAILED
         state.error = f"tool '{tool}' reported an error: {outcome.result.text or 'no message'}"
     else:
-        state.status = FAILED
         exc = outcome.exception
         # A refusal before sending (the SQL guard) speaks for itself; a broken call names its tool.
         state.error = exc.message if isinstance(exc, PolicyError) else f"tool '{tool}' failed: {outcome.error}"

@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from ..model.bounds import DEFAULT_MAX_RESULT_BYTES, bound_result_json
 from ..store import Store
-from ..tools.bounds import DEFAULT_MAX_RESULT_BYTES, bound_result_json
 
 #: Longest delay between a step's change and its commit.
 FLUSH_INTERVAL_S = 0.05

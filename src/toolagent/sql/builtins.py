@@ -94,7 +94,7 @@ _SAFE_FUNCTION_NODE_NAMES = """
 
 #: The typed nodes judged by type; a node whose written name the guard recorded is judged
 #: by that name against SAFE_FUNCTIONS instead.
-SAFE_FUNCTION_NODES: frozenset[type[exp.Expression]] = frozenset(
+SAFE_FUNCTION_NODES: frozenset[type[exp.Expr]] = frozenset(
     getattr(exp, name) for name in _SAFE_FUNCTION_NODE_NAMES if hasattr(exp, name)
 )
 

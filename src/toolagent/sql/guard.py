@@ -12,10 +12,9 @@ import logging
 import re
 from collections.abc import Sequence
 
-from sqlglot import exp
+from sqlglot import Token, exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import Token
 
 from ..errors import SqlRejected
 from . import rules
@@ -133,7 +132,7 @@ class SqlGuard:
         finally:
             _GUARD_PARSING.reset(marker)
         # Empty statements (`;;`, a lone comment) come back as None or Semicolon nodes.
-        statements = [s for s in parsed if s is not None and not isinstance(s, _EMPTY_STATEMENTS)]
+        statements = [s for s in parsed if isinstance(s, exp.Expression) and not isinstance(s, _EMPTY_STATEMENTS)]
         for statement in statements:
             _record_function_names(statement, sql)
         return statements

@@ -43,7 +43,7 @@ class SqlPolicy:
     max_bytes: int = DEFAULT_MAX_BYTES
     allowed_catalog_tables: frozenset[str] = frozenset()
     refuse_catalogs: bool = False
-    table_columns: Mapping[str, Iterable[str]] | None = None
+    table_columns: Mapping[str, Iterable[str]] | tuple[tuple[str, frozenset[str]], ...] | None = None
     """The known columns of tables, by table name (normalized as `allowed_tables`): `t.f` on such
     a table, where `f` is none of them, is judged as the call `f(t)` PostgreSQL makes of it. Kept
     as a tuple of `(table, frozenset of columns)` pairs, so the policy stays hashable."""
@@ -70,9 +70,10 @@ class SqlPolicy:
 
     def columns_of(self, table: str) -> frozenset[str] | None:
         """The known columns of `table` (a normalized name), None when they are not known."""
-        for name, columns in self.table_columns or ():  # type: ignore[misc] - the pairs __post_init__ made
+        pairs = self.table_columns if isinstance(self.table_columns, tuple) else ()
+        for name, columns in pairs:
             if name == table:
-                return columns  # type: ignore[no-any-return]
+                return columns
         return None
 
     @classmethod

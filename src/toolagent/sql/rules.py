@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sqlglot import exp
-from sqlglot.tokens import Token, TokenType
+from sqlglot import Token, TokenType, exp
 
 from . import references
 from .builtins import (

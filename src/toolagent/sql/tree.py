@@ -41,7 +41,7 @@ _OPERATION_NODE_NAMES = {
     "Uncache": "UNCACHE",
     "Kill": "KILL",
 }
-OPERATION_NODES: dict[type[exp.Expression], str] = {
+OPERATION_NODES: dict[type[exp.Expr], str] = {
     getattr(exp, name): op for name, op in _OPERATION_NODE_NAMES.items() if hasattr(exp, name)
 }
 
@@ -76,7 +76,7 @@ def leading_word(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def operation_of(node: exp.Expression) -> str | None:
+def operation_of(node: exp.Expr) -> str | None:
     """The operation a node performs (`DELETE`, `CREATE`, `VACUUM`...), None for a plain expression."""
     if isinstance(node, exp.Command):
         return (leading_word(str(node.this)) or "COMMAND").upper()
@@ -94,7 +94,7 @@ def operation_of(node: exp.Expression) -> str | None:
     return None
 
 
-def operations(statement: exp.Expression) -> Iterator[tuple[str, exp.Expression]]:
+def operations(statement: exp.Expression) -> Iterator[tuple[str, exp.Expr]]:
     """Every (operation, node) anywhere in the tree, the top-level statement included."""
     for node in statement.walk():
         op = operation_of(node)
@@ -179,9 +179,9 @@ def table_references(statement: exp.Expression) -> list[TableName]:
                         stack.append((child, in_main))
             continue
         if isinstance(node, exp.Table):
-            name = table_name(node)
-            if name is not None and not (name.schema is None and name.catalog is None and name.name in visible):
-                refs.append(name)
+            table = table_name(node)
+            if table is not None and not (table.schema is None and table.catalog is None and table.name in visible):
+                refs.append(table)
         for child in node.iter_expressions():
             stack.append((child, visible))
     return refs

@@ -9,8 +9,9 @@ import sqlalchemy as sa
 
 from ..agents.models import AgentRecord
 from ..errors import NotFound
+from ..model.times import as_utc
 from . import tables as t
-from .db import Connection, Database, as_utc, utcnow
+from .db import Connection, Database, utcnow
 from .orgs import OrgRows
 
 UpsertOutcome = Literal["inserted", "updated", "unchanged"]

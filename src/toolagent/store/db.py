@@ -87,13 +87,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def as_utc(value: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; they were written as UTC."""
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
-
-
 def _prepare_sqlite_file(path: Path) -> None:
     """Make the SQLite store's folder and file, or say in one line why they cannot be made.
 

@@ -14,7 +14,7 @@ condition) and merges the two parts (`store/history.py`).
 `execution_totals` keeps, per (tool, user, final status, denial code — empty when not denied),
 the executions that ended, how many of them have a duration, the durations' sum and the latest
 start; `execution_buckets` counts durations per tool in the buckets of
-`store.execution_record.DURATION_BUCKETS_S` (index `len(...)` is "longer than the last bound"). Both are
+`model.execution.DURATION_BUCKETS_S` (index `len(...)` is "longer than the last bound"). Both are
 changed in the transaction that writes an execution's final state and when executions are
 pruned, so they always add up to the `executions` rows that ended, and metrics read them instead
 of scanning the history. `ix_executions_tool_duration` answers percentiles: the k-th shortest
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ..status import ExecutionStatus
+from ..model.status import ExecutionStatus
 from .tables import JSON, TS, metadata
 
 #: Window numbers and counters: 64-bit on PostgreSQL (SQLite integers are 64-bit already).

@@ -1,4 +1,4 @@
-"""The store verbs over execution records (the record itself is `store/execution_record.py`), and
+"""The store verbs over execution records (the record itself is `model/execution.py`), and
 the owner identity used to close orphans.
 
 An execution row is written `running` before the tool is called and updated exactly once when
@@ -26,10 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..status import ExecutionStatus
-from . import engine_tables as et
-from .db import Database, as_utc, utcnow
-from .execution_record import (
+from ..model.execution import (
     BOUNDS_MS,
     FINAL_STATUSES,
     INTERRUPTED,
@@ -40,7 +37,11 @@ from .execution_record import (
     final_values,
     row_values,
 )
-from .owner import Owner, boot_id, gone, pid_alive
+from ..model.owner import Owner, boot_id, gone, pid_alive
+from ..model.status import ExecutionStatus
+from ..model.times import as_utc
+from . import engine_tables as et
+from .db import Database, utcnow
 from .prepared import Prepared
 
 _T = et.executions
@@ -302,7 +303,8 @@ class ExecutionStore:
 
     def run_cancelled_by(self, conn: sa.Connection, run_id: str) -> str | None:
         """Who cancelled `run_id`, if anyone (inside the caller's transaction)."""
-        return _RUN_CANCELLED_BY.execute(conn, {"b_run_id": run_id}).scalar()
+        by: str | None = _RUN_CANCELLED_BY.execute(conn, {"b_run_id": run_id}).scalar()
+        return by
 
     async def close_orphans(self, executions: Iterable[Execution]) -> bool:
         """Close the running ones among `executions` whose process is certainly gone; whether any was.

@@ -15,10 +15,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..status import ExecutionStatus
+from ..model.execution import Execution
+from ..model.status import ExecutionStatus
 from . import engine_tables as et
 from .db import Database
-from .execution_record import Execution
 from .executions import ExecutionStore
 
 _T = et.executions

@@ -45,7 +45,8 @@ class LimitCounters:
         self.db = db
         # Built once, with bound parameters (`take` runs on every tool execution).
         t, c = et.limit_counters, et.limit_counters.c
-        key, window = sa.bindparam("b_key"), sa.bindparam("b_window")
+        key: sa.BindParameter[str] = sa.bindparam("b_key")
+        window: sa.BindParameter[int] = sa.bindparam("b_window")
         self._bump = Prepared(
             t.update()
             .where((c.key == key) & (c.window_no == window) & (c.calls < sa.bindparam("b_limit")))
@@ -82,7 +83,7 @@ class LimitCounters:
         state = transaction_state()
         if state is None:
             return self._take(conn, key, window_no, limit)
-        held = state.values.get((_Held, key, window_no))
+        held: _Held | None = state.values.get((_Held, key, window_no))
         if held is None:
             calls = self._take(conn, key, window_no, limit)
             if calls is not None:  # the row is this transaction's until it commits

@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..status import ExecutionStatus
+from ..model.status import ExecutionStatus
 from . import engine_tables as et
 from .db import Database
 

@@ -14,9 +14,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..model.times import as_utc
 from . import engine_tables as et
 from . import tables as t
-from .db import Connection, Database, as_utc
+from .db import Connection, Database
 
 _O = et.organizations
 _M = et.org_members

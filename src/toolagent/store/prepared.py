@@ -22,10 +22,14 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.sql.compiler import SQLCompiler
+
+T = TypeVar("T")
+#: One bind of a compiled form (see `_Form.binds`).
+_Bind = tuple[str, str | None, Any, Callable[[Any], Any] | None, Any]
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ class _Form:
     """One compiled form: the SQL text and how a parameter mapping becomes the driver's row."""
 
     sql: str
-    binds: tuple[tuple[str, str | None, Any, Callable[[Any], Any] | None, Any], ...]
+    binds: tuple[_Bind, ...]
     """Per bind, in placeholder order: its name, the key it takes its value from (None: the fixed
     value the statement holds, e.g. a status literal, already converted), that value, its type's
     processor (None: the value goes as it is), and the driver's value for None."""
@@ -54,7 +58,7 @@ class _Form:
         return tuple(values) if self.positional else {b[0]: v for b, v in zip(self.binds, values, strict=True)}
 
 
-def _binds(compiled: SQLCompiler, dialect: sa.Dialect, keys: tuple[str, ...]) -> tuple[Any, ...] | None:
+def _binds(compiled: SQLCompiler, dialect: sa.Dialect, keys: tuple[str, ...]) -> tuple[_Bind, ...] | None:
     """Where each bind's value comes from, learnt by running the compiler's own `construct_params`
     once over markers; None when a value does not come from a key or a fixed value. A fixed
     value is converted here, once, and so is None (JSON's is the text `null`), since a
@@ -63,7 +67,7 @@ def _binds(compiled: SQLCompiler, dialect: sa.Dialect, keys: tuple[str, ...]) ->
     by_marker = {id(m): k for k, m in markers.items()}
     values = compiled.construct_params(markers)
     names = list(compiled.positiontup or ()) if compiled.positional else list(values)
-    binds = []
+    binds: list[_Bind] = []
     for name in names:
         value = values[name]
         key = by_marker.get(id(value))
@@ -99,10 +103,10 @@ class DriverResult:
         return iter(self._rows)
 
 
-def _on_driver_cursor(conn: sa.Connection, sql: str, driver_params: Any, run: Callable[[Any], Any]) -> Any:
+def _on_driver_cursor(conn: sa.Connection, sql: str, driver_params: Any, run: Callable[[Any], T]) -> T:
     """`run(cursor)` on a cursor of the connection's DBAPI connection, inside SQLAlchemy's
     transaction; a driver error is raised as SQLAlchemy's wrapper of it, as `conn.execute` would."""
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    cursor = conn.connection.cursor()  # the pool's proxy: its DBAPI connection's cursor
     try:
         return run(cursor)
     except conn.dialect.loaded_dbapi.Error as exc:
@@ -119,7 +123,9 @@ class Prepared:
     def __init__(self, statement: sa.Executable) -> None:
         self.statement = statement
         self._forms: dict[tuple[type, tuple[str, ...]], _Form | None] = {}
-        self._readers: dict[tuple[type, tuple[str, ...]], tuple[type, tuple[Callable[[Any], Any] | None, ...]]] = {}
+        self._readers: dict[
+            tuple[type, tuple[str, ...]], tuple[type[Any], tuple[Callable[[Any], Any] | None, ...]]
+        ] = {}
 
     def execute(self, conn: sa.Connection, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Any:
         """Run with one parameter mapping, or many (each with the same keys) as one executemany.
@@ -129,11 +135,11 @@ class Prepared:
             prepare: either way `rowcount`, `first()`, `scalar()` and iteration.
         """
         one = isinstance(params, Mapping)
-        rows = [params] if one else list(params)
+        rows: list[Mapping[str, Any]] = [params] if isinstance(params, Mapping) else list(params)
         form = self._form(conn.dialect, tuple(rows[0]))
         if form is None:  # a form this class does not handle: SQLAlchemy's own path
-            return conn.execute(self.statement, rows[0] if one else rows)  # type: ignore[arg-type]
-        driver_params = form.row(params) if one else [form.row(r) for r in rows]
+            return conn.execute(self.statement, rows[0] if one else rows)
+        driver_params = form.row(rows[0]) if one else [form.row(r) for r in rows]
 
         def run(cursor: Any) -> DriverResult:
             if one:
@@ -185,13 +191,14 @@ class Prepared:
                     c.type.dialect_impl(dialect).result_processor(dialect, d[1])
                     for c, d in zip(columns, description, strict=True)
                 )
+            # The field names are the statement's columns, known only here: mypy wants a literal.
             row_type = namedtuple("Row", names)  # type: ignore[misc]  # noqa: PYI024
             reader = self._readers[(type(dialect), names)] = (row_type, processors if any(processors) else ())
-        row_type, processors = reader
+        row_class, processors = reader
         if not processors:
-            return [row_type._make(r) for r in found]
+            return [row_class._make(r) for r in found]
         return [
-            row_type._make([v if f is None or v is None else f(v) for f, v in zip(processors, r, strict=True)])
+            row_class._make([v if f is None or v is None else f(v) for f, v in zip(processors, r, strict=True)])
             for r in found
         ]
 
@@ -199,6 +206,7 @@ class Prepared:
         slot = (type(dialect), keys)
         if slot in self._forms:
             return self._forms[slot]
+        assert isinstance(self.statement, sa.ClauseElement)  # every Core statement is one
         compiled = self.statement.compile(dialect=dialect, column_keys=list(keys))
         assert isinstance(compiled, SQLCompiler)
         form: _Form | None = None

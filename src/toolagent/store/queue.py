@@ -21,14 +21,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..engine.redaction import redact_values
 from ..errors import UsageError
-from ..status import ExecutionStatus, RunStatus, StepStatus
+from ..model.execution import INTERRUPTED
+from ..model.owner import Owner
+from ..model.redaction import redact_values
+from ..model.status import ExecutionStatus, RunStatus, StepStatus
+from ..model.times import as_utc
 from . import engine_tables as et
 from . import tables as t
-from .db import Database, as_utc, utcnow
-from .execution_record import INTERRUPTED
-from .owner import Owner
+from .db import Database, utcnow
 from .queued_calls import CALL_TASK, TOOLS_QUEUE, QueuedCallStore, fail_job_in
 from .runs import _RUN_DATA, _RUN_TEXT, RunRow, RunStore, _row
 

@@ -17,11 +17,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..status import ExecutionStatus
+from ..model.execution import Execution, row_values
+from ..model.status import ExecutionStatus
+from ..model.times import as_utc
 from . import engine_tables as et
 from . import tables as t
-from .db import Database, as_utc, utcnow
-from .execution_record import Execution, row_values
+from .db import Database, utcnow
 from .executions import ExecutionStore
 
 #: The queue of single asynchronous tool calls and the task that runs one (argument: the execution id).

@@ -11,16 +11,17 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from ..engine.redaction import redact_known, redact_values, remember_secrets
 from ..errors import NotFound
-from ..status import RunStatus, StepStatus
+from ..model.owner import Owner, gone
+from ..model.redaction import redact_known, redact_values, remember_secrets
+from ..model.status import RunStatus, StepStatus
+from ..model.times import as_utc
 from . import tables as t
-from .db import Database, as_utc, utcnow
-from .owner import Owner, gone
+from .db import Database, utcnow
 from .prepared import Prepared
 
 
@@ -144,10 +145,10 @@ class DeliverableRow:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return as_utc(value).isoformat() if value is not None else None  # type: ignore[union-attr]
+    return as_utc(value).isoformat() if value is not None else None
 
 
-def _row(cls: type[Any], row: Any) -> Any:
+def _row(cls: type[R], row: Any) -> R:
     m = dict(row._mapping)
     for key in ("started_at", "ended_at", "created_at", "queued_at"):
         if key in m:
@@ -155,7 +156,9 @@ def _row(cls: type[Any], row: Any) -> Any:
     return cls(**m)
 
 
-#: Columns passed through the redaction before a write (see `toolagent.engine.redaction`).
+R = TypeVar("R")
+
+#: Columns passed through the redaction before a write (see `toolagent.model.redaction`).
 _RUN_DATA, _RUN_TEXT = ("payload", "overrides"), ("error",)
 _STEP_DATA, _STEP_TEXT = ("params", "result"), ("error",)
 

@@ -75,7 +75,7 @@ def sqlite_sync_engine(
             # On the driver's connection: SQLAlchemy's own execution of a statement costs more
             # than the statement (every store write begins here).
             try:
-                conn.connection.driver_connection.execute("BEGIN IMMEDIATE")  # type: ignore[union-attr]
+                conn.connection.driver_connection.execute("BEGIN IMMEDIATE")  # type: ignore[union-attr]  # open: it is beginning
             except sqlite3.Error as exc:  # as SQLAlchemy would raise it (a busy database, say)
                 raise sa.exc.DBAPIError.instance("BEGIN IMMEDIATE", None, exc, sqlite3.Error) from exc
 

@@ -20,18 +20,18 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from ..status import CallStatus
-from .spec import ToolResult, ToolSpec
+from ..model.spec import ToolResult, ToolSpec
+from ..model.status import CallStatus
 
 if TYPE_CHECKING:
     from ..agents.models import Security
-    from ..engine.limits import LimitStatus
-    from ..engine.permissions import Decision
     from ..engine.principals import ApiKey, Principal
-    from ..engine.registry import ToolEntry
     from ..errors import ToolAgentError
+    from ..model.entry import ToolEntry
+    from ..model.execution import Execution
+    from ..model.limits import LimitStatus
+    from ..policy import Decision
     from ..store.db import Connection
-    from ..store.execution_record import Execution
 
 #: A check or a count run inside the admission transaction (see `ToolCall.admission`): it returns
 #: a refusal (`Decision`), the limit counters it advanced, or None.

@@ -24,8 +24,8 @@ import anyio.abc
 
 from ..engine.principals import Principal
 from ..errors import NotFound, StoreError, UsageError
-from ..status import ExecutionStatus
-from ..store.execution_record import Execution
+from ..model.execution import Execution
+from ..model.status import ExecutionStatus
 from ..store.executions import ExecutionStore, Owner, pid_alive
 from .records import Recorder
 

@@ -1,6 +1,8 @@
-"""The catalogue, innermost: the combined MCP servers' tools under `server/tool`, classified.
+"""The catalogue, innermost: the tools of a leaf source under `server/tool`, classified.
 
-One record per tool: the pool's `ToolSpec` (schema, server, annotations, timeout) with the
+The leaf is the MCP server pool, a `FunctionSource`, or a `CombinedSource` mounting several
+(`tools/combined.py`): classification is the same whatever lists the tools.
+One record per tool: the leaf's `ToolSpec` (schema, server, annotations, timeout) with the
 category, risk and discovery metadata `engine.registry` classifies it with (operator settings,
 the built-in table, trusted annotations). Callers never keep a second list in sync: the
 catalogue lists the servers into its registry and resolves names through the pool, whose
@@ -14,29 +16,30 @@ from typing import TYPE_CHECKING
 
 from ..engine.config import EngineConfig
 from ..engine.permissions import parse_category
-from ..engine.registry import Registry, ToolEntry, ToolListing
+from ..engine.registry import Registry, ToolListing
 from ..errors import ServerUnavailable
-from ..tools.spec import ToolSpec
+from ..model.entry import ToolEntry
+from ..model.spec import ToolSpec
 from .base import CallContext, CallOutcome, ToolCall, ToolSource, result_outcome
 
 if TYPE_CHECKING:
-    # Named for type checks only: importing the pool loads the MCP SDK, which a command that opens
-    # the runtime without calling a tool (runs, history, users) should not pay for.
-    from ..mcp.pool import ServerPool
+    from .combined import LeafSource
 
 
 class Catalogue(ToolSource):
-    """The tools of a `ServerPool`, classified; calls go to the pool (arguments already checked)."""
+    """The tools of a leaf source (the MCP pool, functions, or both combined), classified; calls go
+    to the leaf (arguments already checked)."""
 
     def __init__(
         self,
-        pool: ServerPool | None = None,
+        pool: LeafSource | None = None,
         config: EngineConfig | None = None,
         *,
         on_registered: Callable[[ToolEntry], None] | None = None,
     ) -> None:
         """Args:
-        pool: The MCP servers (entered by the caller); None: only tools added with `add`.
+        pool: The leaf source: the MCP servers, functions, or both (entered by the caller); None:
+            only tools added with `add`.
         config: Operator overrides of category, risk, tags, version, enabled.
         on_registered: Told each tool the first time it is listed.
         """
@@ -61,6 +64,18 @@ class Catalogue(ToolSource):
         self.registry.update(s for specs in self._listed.values() for s in specs)
         return errors
 
+    async def refresh_one(self, namespace: str) -> list[ToolSpec]:
+        """List one namespace's tools into the catalogue.
+
+        Raises:
+            ServerUnavailable: no such server, or it cannot be reached.
+        """
+        if self.pool is None:
+            raise ServerUnavailable(namespace, "no tool servers are open in this runtime")
+        specs = await self.pool.list_tools(namespace)
+        self.add(specs)
+        return specs
+
     def add(self, specs: Sequence[ToolSpec]) -> None:
         """Register specs listed elsewhere (they replace their servers' earlier listing)."""
         by_server: dict[str, list[ToolSpec]] = {}
@@ -71,6 +86,11 @@ class Catalogue(ToolSource):
 
     def __len__(self) -> int:
         return len(self.registry)
+
+    @property
+    def server_names(self) -> list[str]:
+        """Every namespace the leaf offers (MCP servers and `python` servers alike)."""
+        return self.pool.server_names if self.pool is not None else []
 
     def get(self, name: str) -> ToolEntry | None:
         """The listed tool named `name`, if any."""
@@ -92,9 +112,10 @@ class Catalogue(ToolSource):
         tags: Sequence[str] | None = None,
         include_deprecated: bool = False,
         include_disabled: bool = False,
-        level: str | None = None,
+        visible: Callable[[ToolEntry], bool] | None = None,
+        runnable: Callable[[ToolEntry], bool] | None = None,
     ) -> ToolListing:
-        """Discovery over the listed tools, each marked runnable or not for `level`.
+        """Discovery over the listed tools (`Registry.list`'s arguments).
 
         Raises:
             UsageError: unknown category.
@@ -107,7 +128,8 @@ class Catalogue(ToolSource):
             tags=tags,
             include_deprecated=include_deprecated,
             include_disabled=include_disabled,
-            level=level,
+            visible=visible,
+            runnable=runnable,
         )
 
     async def list_tools(self, ctx: CallContext | None = None) -> dict[str, ToolEntry]:
@@ -128,7 +150,7 @@ class Catalogue(ToolSource):
     async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
         """Send the call to its server; the deadline belongs to the timeout layer, not to the SDK."""
         if self.pool is None:
-            raise ServerUnavailable(call.spec.server, "no MCP servers are open in this runtime")
+            raise ServerUnavailable(call.spec.server, "no tool servers are open in this runtime")
         result = await self.pool.call(call.spec, call.arguments, timeout_s=None, validate=False)
         return result_outcome(call, result)
 

@@ -1,6 +1,6 @@
 """The gate, outermost: may this caller run this tool at all?
 
-`permissions.decide` runs first and costs no I/O: the tool is enabled, it is in the agent's tool
+`Policy.decide` runs first and costs no I/O: the tool is enabled, it is in the agent's tool
 list, the caller's level covers its risk, the API key is active and in scope. A refusal is
 recorded (denied, never sent) and the call goes no further. An allowed call carries one more
 check down to the admission transaction: the key is read again there, because it may have been
@@ -11,16 +11,17 @@ batch's transaction began).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._evolve import evolve
-from ..engine.permissions import Decision, ExecutionDenied, decide
 from ..engine.principals import Principals
-from ..status import CallStatus
+from ..errors import ExecutionDenied
+from ..model.execution import Execution
+from ..model.status import CallStatus
+from ..policy import Decision, Policy
 from ..store.batch import read_once
 from ..store.db import Connection
-from ..store.execution_record import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 from .records import Recorder
 
@@ -45,50 +46,29 @@ class GateSource(WrappedSource):
     """Refuses (and records) calls the caller may not make; see the module docstring."""
 
     recorder: Recorder
-
-    def _decide(self, call: ToolCall, ctx: CallContext, *, revoked_at: Any, scopes: Any) -> Decision:
-        key = ctx.api_key
-        return decide(
-            user=ctx.principal.name,
-            level=ctx.principal.level,
-            tool=call.name,
-            risk=call.entry.risk,
-            category=call.entry.category,
-            enabled=call.entry.enabled,
-            agent_tools=ctx.agent_tools,
-            key_id=key.id if key is not None else None,
-            key_revoked_at=revoked_at,
-            key_scopes=scopes,
-        )
+    policy: Policy = field(default_factory=Policy)
 
     async def check(self, call: ToolCall, ctx: CallContext) -> None:
         """The inner checks (arguments, SQL) only for a caller the gate admits: nothing of a refused
         caller's input is parsed on its behalf; `call_tool` then refuses and records the call."""
-        key = ctx.api_key
-        if self._decide(
-            call, ctx, revoked_at=key.revoked_at if key else None, scopes=key.scopes if key else None
-        ).allowed:
+        if self.policy.decide(ctx.principal, call.entry, args=call.arguments, context=ctx).allowed:
             await self.inner.check(call, ctx)
 
     async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
         """Decide; refuse and record, or pass the call on with the key re-check for admission."""
-        key = ctx.api_key
-        decision = self._decide(
-            call, ctx, revoked_at=key.revoked_at if key else None, scopes=key.scopes if key else None
-        )
+        decision = self.policy.decide(ctx.principal, call.entry, args=call.arguments, context=ctx)
         if not decision.allowed:
             return await self.refuse(call, ctx, self.recorder.draft(call, ctx), decision)
+        key = ctx.api_key
         if key is None:
             return await self.inner.call_tool(call, ctx)
+        policy = self.policy
 
         def recheck(conn: Connection, execution: Execution) -> Decision:
             fresh = read_once(("api_key", key.id), lambda: Principals.key_in(conn, key.id))
-            return self._decide(
-                call,
-                ctx,
-                revoked_at=fresh.revoked_at if fresh else key.revoked_at or execution.started_at,
-                scopes=(fresh or key).scopes,
-            )
+            # A key deleted since the caller authenticated counts as revoked when the call began.
+            now = fresh if fresh is not None else replace(key, revoked_at=key.revoked_at or execution.started_at)
+            return policy.decide(ctx.principal, call.entry, args=call.arguments, context=ctx, key=now)
 
         # The record layer runs the re-check in its admission transaction and records a refusal.
         return await self.inner.call_tool(evolve(call, admission=(recheck, *call.admission)), ctx)

@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._evolve import evolve
-from ..engine.limits import Limits, LimitStatus
+from ..engine.limits import Limits
+from ..model.execution import Execution
+from ..model.limits import LimitStatus
 from ..store.db import Connection
-from ..store.execution_record import Execution
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 
 

@@ -34,23 +34,17 @@ import anyio
 from .._evolve import evolve
 from ..engine.limits import Clock
 from ..engine.logs import log_context
-from ..engine.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED, Decision
-from ..engine.redaction import redact_text
 from ..errors import BudgetExceeded, RateLimited, ToolAgentError
-from ..status import CallStatus, ExecutionStatus
-from ..store.execution_record import Execution
+from ..model.bounds import DEFAULT_MAX_RESULT_BYTES, bound_result, looks_large
+from ..model.execution import Execution
+from ..model.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED
+from ..model.redaction import redact_text
+from ..model.spec import ToolResult
+from ..model.status import CALL_STATUS_OF, CallStatus, ExecutionStatus, stored_status
+from ..policy import Decision
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
-from .bounds import DEFAULT_MAX_RESULT_BYTES, bound_result, looks_large
 from .gate import denied_outcome, refuse
 from .records import Recorder
-from .spec import ToolResult
-
-_STORED = {
-    CallStatus.OK: ExecutionStatus.SUCCESS,
-    CallStatus.FAILED: ExecutionStatus.FAILED,
-    CallStatus.TIMED_OUT: ExecutionStatus.CANCELLED,
-    CallStatus.CANCELLED: ExecutionStatus.CANCELLED,
-}
 
 
 @dataclass
@@ -137,7 +131,7 @@ class RecordedSource(WrappedSource):
         result = await self._stored_result(outcome.result)
         ended = evolve(
             execution,
-            status=_STORED[outcome.status],
+            status=stored_status(outcome.status),
             ended_at=datetime.fromtimestamp(self.clock(), UTC),
             duration_ms=duration_ms,
             result=result,
@@ -175,9 +169,7 @@ class RecordedSource(WrappedSource):
 
 def _called(record: Any) -> CallStatus:
     """The outcome status of a record someone else closed."""
-    return {ExecutionStatus.SUCCESS: CallStatus.OK, ExecutionStatus.FAILED: CallStatus.FAILED}.get(
-        record.status, CallStatus.CANCELLED
-    )
+    return CALL_STATUS_OF.get(record.status, CallStatus.CANCELLED)
 
 
 __all__ = ["RecordedSource"]

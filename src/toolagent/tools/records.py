@@ -33,16 +33,16 @@ import anyio
 from .._aio import others_ready
 from .._evolve import evolve
 from ..engine.audit import AuditEntry, AuditLog, spell_arguments
-from ..engine.events import Event, EventBus
-from ..engine.limits import LimitStatus
-from ..engine.permissions import Decision
-from ..engine.redaction import redact, remember_secrets
+from ..engine.events import Event, EventBus, EventType
 from ..errors import BudgetExceeded, RateLimited
+from ..model.execution import Execution
+from ..model.limits import LimitStatus
+from ..model.redaction import redact, remember_secrets
+from ..model.status import AUDIT_OUTCOME_OF, AuditOutcome, CallStatus, ExecutionStatus
+from ..policy import Decision
 from ..settings import Settings
-from ..status import AuditOutcome, CallStatus, ExecutionStatus
 from ..store.batch import DEFAULT_MAX_SIZE, DEFAULT_WINDOW_S, GroupCommit
 from ..store.db import Connection
-from ..store.execution_record import Execution
 from ..store.executions import ExecutionStore, Owner
 from .base import CallContext, ToolCall
 
@@ -90,7 +90,7 @@ def outcome_entry(execution: Execution) -> AuditEntry:
         reason=_under_agent(execution, execution.reason or execution.error),
         arguments=execution.arguments,
         spelled_arguments=execution.audit_arguments,
-        outcome=execution.status,  # type: ignore[arg-type]
+        outcome=AUDIT_OUTCOME_OF[execution.status],
         started_at=execution.started_at,
         ended_at=execution.ended_at,
         duration_ms=execution.duration_ms,
@@ -139,7 +139,8 @@ class Recorder:
     executions: ExecutionStore
     audit: AuditLog | None
     events: EventBus
-    owner: Owner
+    owner: Owner | None
+    """The process its rows name as running them; None for a worker's queued calls (its heartbeat says)."""
     window_s: float | None = None
     """How long a batch of concurrent writes waits for more (default: `TOOLAGENT_COMMIT_WINDOW_MS`)."""
     batch_max: int | None = None
@@ -264,7 +265,10 @@ class Recorder:
         Raises:
             RateLimited, BudgetExceeded: a limit refused (nothing was written).
         """
-        admitted = (await self.writes.submit(self._admit_in, execution, tuple(hooks), savepoint=False)).value
+        # The admission's value: the execution, a hook's refusal, or the limit error it raised.
+        admitted: Execution | Decision | RateLimited | BudgetExceeded = (
+            await self.writes.submit(self._admit_in, execution, tuple(hooks), savepoint=False)
+        ).value
         if isinstance(admitted, (RateLimited, BudgetExceeded)):
             raise admitted
         if isinstance(admitted, Execution) and admitted.status == ExecutionStatus.CANCELLED:
@@ -272,7 +276,7 @@ class Recorder:
                 await self.emit(
                     "execution_cancelled", admitted, status=ExecutionStatus.CANCELLED, reason=admitted.reason
                 )
-        return admitted  # type: ignore[no-any-return]
+        return admitted
 
     def _admit_in(self, conn: Connection, execution: Execution, hooks: tuple[Any, ...]) -> _Written:
         counted: list[LimitStatus] = []
@@ -324,7 +328,9 @@ class Recorder:
                 if not (await self.writes.settle(write)).value.stored:
                     # Closed meanwhile by someone else (a process that took this one for dead).
                     return await self.executions.get(outcome.id) or outcome
-                kind = "execution_cancelled" if outcome.status == ExecutionStatus.CANCELLED else "execution_finished"
+                kind: EventType = (
+                    "execution_cancelled" if outcome.status == ExecutionStatus.CANCELLED else "execution_finished"
+                )
                 await self.emit(
                     kind,
                     outcome,
@@ -347,13 +353,13 @@ class Recorder:
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    async def emit(self, kind: str, execution: Execution, **extra: Any) -> None:
+    async def emit(self, kind: EventType, execution: Execution, **extra: Any) -> None:
         """Emit a lifecycle event about `execution` (unless no subscriber wants it)."""
         if not self.events.wants(kind, extra.get("status")):
             return
         await self.events.emit(
             Event(
-                kind,  # type: ignore[arg-type]
+                kind,
                 execution_id=execution.id,
                 run_id=execution.run_id,
                 tool=execution.tool,

@@ -2,8 +2,8 @@
 
 From the outside in:
 
-1. gate (`gate.py`): tool enabled, agent tool list, level against risk, API key scope and
-   revocation. First, so a refused call costs no counter, no running row and no I/O but its
+1. gate (`gate.py`): the one `Policy` decides (tool enabled, agent tool list, level against
+   risk, API key scope and revocation). First, so a refused call costs no counter, no running row and no I/O but its
    denial record.
 2. limits and budgets (`limited.py`): counted only for calls the gate let through.
 3. execution record and audit (`recorded.py`): the admission transaction (with the gate's key
@@ -14,7 +14,8 @@ From the outside in:
 5. retries (`retry.py`): only what is safe to repeat, each attempt inside the same deadline.
 6. SQL guard (`sqlguard.py`): the agent's `security` block.
 7. argument schema check (`schema.py`): once per call.
-8. the catalogue (`catalogue.py`) over the MCP servers, or any other innermost source.
+8. the catalogue (`catalogue.py`): the classified tools of the leaf sources, the MCP servers and
+   the `python` servers of mcp.json (`combined.py`, `function_source.py`).
 
 The SQL guard and the schema check need no I/O and judge the call itself, not the caller, so
 `ToolStack.call` runs them (`ToolSource.check`) before the call enters the gate: a malformed call
@@ -34,11 +35,12 @@ from typing import Any
 
 from ..engine.executions import new_execution_id, resolve_timeout_ms
 from ..engine.limits import Limits
-from ..engine.registry import ToolEntry
 from ..errors import ToolAgentError
-from ..status import CallStatus
+from ..model.bounds import DEFAULT_MAX_RESULT_BYTES
+from ..model.entry import ToolEntry
+from ..model.status import CallStatus
+from ..policy import Policy
 from .base import CallContext, CallOutcome, ToolCall, ToolSource
-from .bounds import DEFAULT_MAX_RESULT_BYTES
 from .cancellation import Cancellation
 from .gate import GateSource
 from .limited import LimitedSource
@@ -63,13 +65,15 @@ def build_tool_stack(
     clock: Callable[[], float] = time.time,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     sql_tools_require_agent: bool = False,
+    policy: Policy | None = None,
 ) -> ToolSource:
     """Compose the layers over `inner` in the order of the module docstring.
 
     Without a `recorder` the stack is ungoverned (no gate, limits or records): timeout, retries,
     SQL guard and schema check only — what a benchmark compares the governed stack with.
     `max_result_bytes` bounds the result each execution stores (`bounds.py`);
-    `sql_tools_require_agent` refuses direct calls of SQL-taking tools made under no agent.
+    `sql_tools_require_agent` refuses direct calls of SQL-taking tools made under no agent;
+    `policy` is what the gate asks (default: `Policy()`, the matrix alone).
     """
     source: ToolSource = SchemaCheckedSource(inner)
     source = SqlGuardedSource(source, require_agent=sql_tools_require_agent)
@@ -80,7 +84,7 @@ def build_tool_stack(
     source = RecordedSource(source, recorder, clock, max_result_bytes)
     if limits is not None:
         source = LimitedSource(source, limits)
-    return GateSource(source, recorder)
+    return GateSource(source, recorder, policy or Policy())
 
 
 @dataclass

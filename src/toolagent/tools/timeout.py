@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import anyio
 
 from ..errors import ToolCallError, ToolTimedOut
-from ..status import CallStatus
+from ..model.status import CallStatus
 from .base import CallContext, CallOutcome, ToolCall, WrappedSource
 from .cancellation import Active, Cancellation
 

@@ -22,12 +22,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..engine.executions import new_execution_id, resolve_timeout_ms
-from ..engine.permissions import decide
-from ..engine.registry import ToolEntry
 from ..errors import ToolAgentError
-from ..status import CallStatus, ExecutionStatus
+from ..model.entry import ToolEntry
+from ..model.execution import Execution
+from ..model.status import CallStatus, ExecutionStatus
 from ..store.db import Connection, utcnow
-from ..store.execution_record import Execution
 from ..store.executions import ExecutionStore
 from ..store.queued_calls import QueuedCallStore
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
@@ -72,31 +71,17 @@ def _take(conn: Connection, execution: Execution) -> None:
 
 def queued_call_stack(runtime: Runtime) -> ToolSource:
     """The runtime's tool layers over its catalogue, with the record layer that admits queued calls."""
-    recorder = Recorder(runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events, None)  # type: ignore[arg-type] - no process id on the row: the heartbeat says who runs it
+    recorder = Recorder(
+        runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events, None
+    )  # no owner: the heartbeat says who runs it
     return build_tool_stack(
         runtime.catalogue,
         recorder=recorder,
         limits=runtime.limits,
         cancellation=runtime.cancellation,
         clock=runtime.clock,
+        policy=runtime.policy,
     )
-
-
-def _allowed(call: ToolCall, ctx: CallContext) -> bool:
-    """The gate's verdict before any I/O (its checks without the in-transaction key re-read)."""
-    key = ctx.api_key
-    return decide(
-        user=ctx.principal.name,
-        level=ctx.principal.level,
-        tool=call.name,
-        risk=call.entry.risk,
-        category=call.entry.category,
-        enabled=call.entry.enabled,
-        agent_tools=ctx.agent_tools,
-        key_id=key.id if key is not None else None,
-        key_revoked_at=key.revoked_at if key else None,
-        key_scopes=key.scopes if key else None,
-    ).allowed
 
 
 async def submit_call(
@@ -115,7 +100,7 @@ async def submit_call(
     timeout_ms = resolve_timeout_ms(ctx.timeout_ms, entry.spec.timeout_s, stack.default_timeout_ms)
     now = stack.clock()
     call = ToolCall(entry, dict(arguments), new_execution_id(now), now, timeout_ms)
-    if not _allowed(call, ctx):
+    if not runtime.policy.decide(ctx.principal, entry, args=call.arguments, context=ctx).allowed:
         return await stack.call(entry, arguments, ctx)  # refused and recorded exactly as in process
     try:
         await stack.source.check(call, ctx)

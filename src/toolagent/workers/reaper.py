@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolAgentError
-from ..status import ExecutionStatus, RunStatus
+from ..model.status import ExecutionStatus, RunStatus
 from ..store.db import utcnow
 from ..store.queue import BUILD_TASK, CALL_TASK
 

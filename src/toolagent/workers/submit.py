@@ -11,9 +11,9 @@ import anyio
 from ..agents.loaders import LoadedAgent
 from ..agents.validation import validate_definition
 from ..engine.principals import ApiKey, Principal
+from ..model.status import RunStatus, StepStatus
 from ..runs.plan import BuildPlan, plan_build
 from ..runs.runner import EventSink, RunEvent, StepState, new_run_id
-from ..status import RunStatus, StepStatus
 from ..store import RunRow, Store
 
 #: How often `follow_run` reads the run while it waits.
@@ -55,7 +55,7 @@ def plan_from_json(doc: Mapping[str, Any]) -> BuildPlan:
     """
     definition = validate_definition(dict(doc["definition"]), source=f"{doc['agent']} (submitted)")
     record = _Record(doc["organization"], doc["slug"], doc.get("version"))
-    agent = LoadedAgent(definition, record, doc["agent"])  # type: ignore[arg-type]
+    agent = LoadedAgent(definition, record, doc["agent"])  # type: ignore[arg-type]  # _Record has the fields planning reads
     plan = plan_build(agent, None, deliverable_format=doc.get("format"))
     return replace(plan, overrides=dict(doc.get("overrides") or {}))
 

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..engine.redaction import remember_secrets
 from ..errors import ToolAgentError
+from ..model.redaction import remember_secrets
+from ..model.status import RunStatus
 from ..runs.runner import BuildRunner
-from ..status import RunStatus
 from ..store.db import utcnow
 from ..tools.base import CallContext, CallOutcome, ToolSource
 from .app import DEFAULT_JOB_RETENTION_S, DEFAULT_STALLED_S, MAINTENANCE_QUEUE, STATE_KEY, job_retention_s, make_app

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from toolagent.engine.audit import AuditEntry, AuditLog
 from toolagent.engine.audit_chain import canonical_json, check_records, row_hash
-from toolagent.engine.redaction import REDACTED
+from toolagent.model.redaction import REDACTED
 from toolagent.store import Store, open_store
 from toolagent.store.audit import GENESIS_HASH, AuditChainBroken
 
@@ -432,7 +432,7 @@ def test_arguments_spelled_once_are_stored_as_spelled() -> None:
     # A call's two rows share the arguments' spelling, made once (`spell_arguments`): the stored
     # text is the one the row would have spelled itself, secrets masked.
     from toolagent.engine.audit import _stored_fields, spell_arguments
-    from toolagent.engine.redaction import redact
+    from toolagent.model.redaction import redact
 
     arguments = {"b": [1, 2.5, None, True], "a": {"z": "é", "token": "abc"}, "t": (1, 2)}
     pinned = '{"a":{"token":"[REDACTED]","z":"\\u00e9"},"b":[1,2.5,null,true],"t":[1,2]}'

@@ -22,12 +22,12 @@ from mcp.server.mcpserver import MCPServer
 from toolagent.engine import Engine, EngineConfig, ExecutionDenied, Principal
 from toolagent.engine.audit import AuditLog
 from toolagent.engine.events import Event
-from toolagent.engine.redaction import REDACTED
 from toolagent.errors import NotFound, ToolCallError, UpstreamError, UsageError
+from toolagent.model.execution import Execution
+from toolagent.model.redaction import REDACTED
+from toolagent.model.spec import ToolResult, ToolSpec
 from toolagent.store import open_store
-from toolagent.store.execution_record import Execution
 from toolagent.store.executions import Owner
-from toolagent.tools.spec import ToolResult, ToolSpec
 
 pytestmark = pytest.mark.anyio
 

@@ -12,9 +12,9 @@ import pytest
 from toolagent.engine import Engine, HistoryQuery, Principal
 from toolagent.engine.prometheus import render
 from toolagent.errors import NotFound, PermissionDenied, UsageError
+from toolagent.model.execution import Execution
+from toolagent.model.spec import ToolResult, ToolSpec
 from toolagent.store import open_store
-from toolagent.store.execution_record import Execution
-from toolagent.tools.spec import ToolResult, ToolSpec
 
 pytestmark = pytest.mark.anyio
 

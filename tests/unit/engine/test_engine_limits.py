@@ -16,8 +16,8 @@ from engine_harness import passed
 from toolagent.engine import Engine, EngineConfig, ExecutionDenied, Principal
 from toolagent.engine.limits import BudgetUsedUp, month_window
 from toolagent.errors import BudgetExceeded, RateLimited
+from toolagent.model.spec import ToolResult, ToolSpec
 from toolagent.store import open_store
-from toolagent.tools.spec import ToolResult, ToolSpec
 
 pytestmark = pytest.mark.anyio
 

@@ -13,8 +13,8 @@ import pytest
 
 from toolagent.engine.events import Event, EventBus
 from toolagent.engine.logs import configure_logging, current_context, log_context, log_events
-from toolagent.engine.redaction import REDACTED
 from toolagent.errors import ConfigError
+from toolagent.model.redaction import REDACTED
 
 SECRET = "hunter2hunter2"
 
@@ -41,13 +41,13 @@ def lines(stream: io.StringIO) -> list[dict[str, Any]]:
 
 def test_json_line_has_the_fields_and_the_context(stream: io.StringIO) -> None:
     configure_logging(json=True, level="debug", stream=stream)
-    log = logging.getLogger("toolagent.engine.core")
+    log = logging.getLogger("toolagent.embedding")
     with log_context(execution_id="exec_1", run_id="run_1", tool="file_read", user="alice"):
         log.info("started %s", "file_read")
     log.debug("outside")
     first, second = lines(stream)
     assert first["message"] == "started file_read"
-    assert (first["level"], first["logger"]) == ("info", "toolagent.engine.core")
+    assert (first["level"], first["logger"]) == ("info", "toolagent.embedding")
     assert first["timestamp"].endswith("+00:00")
     assert {k: first[k] for k in ("execution_id", "run_id", "tool", "user")} == {
         "execution_id": "exec_1",

@@ -22,8 +22,8 @@ from toolagent.engine.ownership import (
     parse_role,
     security_changed,
 )
-from toolagent.engine.redaction import REDACTED
 from toolagent.errors import UsageError
+from toolagent.model.redaction import REDACTED
 
 SECURITY = {"denied_operations": ["DROP"], "allowed_tables": ["users"]}
 

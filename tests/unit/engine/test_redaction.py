@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from toolagent.engine import redaction
-from toolagent.engine.redaction import REDACTED, is_sensitive_key, key_parts, looks_random, redact, redact_text
+from toolagent.model import redaction
+from toolagent.model.redaction import REDACTED, is_sensitive_key, key_parts, looks_random, redact, redact_text
 
 # Fixed, obviously fake key material so the cases are deterministic.
 B64_KEY = base64.b64encode(hashlib.sha256(b"fixture").digest()).decode()  # 44 chars, random-looking

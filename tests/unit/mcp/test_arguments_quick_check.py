@@ -11,7 +11,7 @@ import pytest
 from toolagent.errors import ArgumentsInvalid
 from toolagent.mcp import arguments
 from toolagent.mcp.arguments import check_arguments
-from toolagent.tools.spec import ToolSpec
+from toolagent.model.spec import ToolSpec
 
 # What FastMCP and the TypeScript SDK generate, and variants the fast path must decline or handle.
 SCHEMAS: list[dict[str, Any]] = [

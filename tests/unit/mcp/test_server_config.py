@@ -78,7 +78,10 @@ def test_disabled_servers_are_left_out() -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"mcpServers": {"s": {"args": []}}}, "needs either `command` (stdio) or `url`"),
+        ({"mcpServers": {"s": {"args": []}}}, "needs `command` (stdio), `url` (streamable HTTP) or `python`"),
+        ({"mcpServers": {"s": {"python": "notes.tools"}}}, "`python` must be `package.module:attr`"),
+        ({"mcpServers": {"s": {"python": "a:b", "connect_timeout_s": 5}}}, "`connect_timeout_s` has no meaning"),
+        ({"mcpServers": {"s": {"python": "a:b", "env": {}}}}, "Extra inputs are not permitted"),
         ({"mcpServers": {"s": {"command": "x", "timeout": 3}}}, "Extra inputs are not permitted"),
         ({"mcpServers": {"s": {"url": "ftp://x"}}}, "should match pattern"),
         ({"mcpServers": {"a/b": {"command": "x"}}}, "cannot be a namespace"),

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from toolagent.model.spec import ToolResult, ToolSpec
 from toolagent.runs.flow import FlowCap, fill_required, result_view
-from toolagent.tools.spec import ToolResult, ToolSpec
 
 SPEC = ToolSpec(
     name="db/run",

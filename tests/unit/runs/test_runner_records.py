@@ -13,8 +13,8 @@ import yaml
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
 from toolagent.errors import StoreError
+from toolagent.model.status import ExecutionStatus
 from toolagent.runs import plan_build
-from toolagent.status import ExecutionStatus
 from toolagent.testing import in_memory_pool, temp_store, test_runtime
 from toolagent.tools.base import CallContext
 

@@ -386,26 +386,36 @@ async def test_a_lone_write_waits_for_company_while_writes_come_close_together(d
 
 @pytest.mark.parametrize("case", ["far apart", "no company", "no other writer"])
 async def test_a_lone_write_does_not_wait_when_writes_come_far_apart_or_none_can_come(db_url: str, case: str) -> None:
+    # Each write is submitted once the one before has committed, so each is alone in the queue;
+    # the batcher's clock says how far apart they came, whatever the machine's speed.
+    gap_s = 0.15 if case == "far apart" else 0.03
+    arrivals = itertools.count()
     async with probe_store(db_url) as store:
-        if case == "far apart":
-            batcher = GroupCommit(
-                store.db, window_s=5, max_size=64, idle_s=0.02, company_wait_s=1.0, crowd=lambda: True
-            )
-            await stream(batcher, range(5), 0.15)
-        else:
+        batcher = GroupCommit(
+            store.db,
+            window_s=5,
+            max_size=64,
+            idle_s=0.02 if case == "far apart" else 0.3,
+            company_wait_s=1.0,
             # No company at all, or other tasks ready but no other writer under way (the next
             # step of a sequential run, which writes only once this write is in).
-            batcher = GroupCommit(
-                store.db,
-                window_s=5,
-                max_size=64,
-                idle_s=0.3,
-                company_wait_s=1.0,
-                company=lambda: case != "no company",
-                crowd=lambda: False,
-            )
-            await stream(batcher, range(5), 0.03)
+            company=lambda: case != "no company",
+            crowd=lambda: case == "far apart",
+            clock=lambda: next(arrivals) * gap_s,
+        )
+        waits: list[float] = []
+        gather = batcher._gather
+
+        async def counted(window_s: float) -> None:
+            waits.append(window_s)
+            await gather(window_s)
+
+        batcher._gather = counted  # type: ignore[method-assign]
+        with anyio.fail_after(20):
+            for n in range(5):
+                assert await batcher.submit(insert, n) == n
         assert await rows(store) == list(range(5))
+    assert waits == []  # no lone write waited for company
     assert (batcher.stats.batches, batcher.stats.largest) == (5, 1)
 
 

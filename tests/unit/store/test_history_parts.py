@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from toolagent.model.execution import Execution
 from toolagent.store import Store, open_store
 from toolagent.store import engine_tables as et
-from toolagent.store.execution_record import Execution
 from toolagent.store.executions import ExecutionStore
 from toolagent.store.history import ExecutionFilter, ExecutionHistory
 

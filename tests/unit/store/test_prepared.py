@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from toolagent.status import ExecutionStatus
+from toolagent.model.status import ExecutionStatus
 from toolagent.store import engine_tables as et
 from toolagent.store import open_store
 from toolagent.store.prepared import Prepared

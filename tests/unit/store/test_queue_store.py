@@ -10,9 +10,9 @@ import pytest
 import sqlalchemy as sa
 
 from toolagent.errors import StoreError, UsageError
+from toolagent.model.execution import Execution
 from toolagent.store import open_store
 from toolagent.store.db import utcnow
-from toolagent.store.execution_record import Execution
 from toolagent.store.executions import ExecutionStore
 
 pytestmark = pytest.mark.anyio

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from toolagent.model.owner import Owner
 from toolagent.store import open_store
 from toolagent.store.db import Database
-from toolagent.store.owner import Owner
 
 pytestmark = pytest.mark.anyio
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from toolagent.tools.bounds import bound_deliverable, bound_result, bound_result_json, fit, fit_each, json_size
-from toolagent.tools.spec import ToolResult
+from toolagent.model.bounds import bound_deliverable, bound_result, bound_result_json, fit, fit_each, json_size
+from toolagent.model.spec import ToolResult
 
 CAP = 4096
 
@@ -151,7 +151,7 @@ QUICK = [
 
 @pytest.mark.parametrize(("value", "cap"), QUICK)
 def test_the_quick_check_is_an_upper_bound(value: Any, cap: int) -> None:
-    from toolagent.tools.bounds import surely_within
+    from toolagent.model.bounds import surely_within
 
     if surely_within(value, cap):
         assert json_size(value) <= cap
@@ -198,7 +198,7 @@ def test_the_deliverable_of_an_interrupted_run_is_bounded() -> None:
 
 
 def test_results_together_get_fair_shares() -> None:
-    from toolagent.tools.bounds import bound_each_result
+    from toolagent.model.bounds import bound_each_result
 
     big = _result({"rows": _rows(3000)}, "").to_json()
     steps = [{"position": i, "tool": f"s/t{i}", "result": big if i else None} for i in range(5)]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from toolagent.engine.permissions import ExecutionDenied
-from toolagent.status import CallStatus
+from toolagent.errors import ExecutionDenied
+from toolagent.model.status import CallStatus
 from toolagent.tools.base import CallContext
 
 from ._stack import rig

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from toolagent.errors import RateLimited
-from toolagent.status import CallStatus
+from toolagent.model.status import CallStatus
 
 from ._stack import rig
 

@@ -11,9 +11,9 @@ import pytest
 import sqlalchemy as sa
 
 from toolagent.errors import UpstreamError
-from toolagent.status import CallStatus
+from toolagent.model.spec import ToolResult
+from toolagent.model.status import CallStatus
 from toolagent.store import engine_tables as et
-from toolagent.tools.spec import ToolResult
 
 from ._stack import rig
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from toolagent.errors import ServerUnavailable, ToolFailed, UpstreamError
-from toolagent.status import CallStatus
+from toolagent.model.status import CallStatus
 from toolagent.testing import StubToolSource
 from toolagent.tools.base import CallContext, ToolCall
 from toolagent.tools.retry import RetryingSource

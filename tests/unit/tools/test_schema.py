@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from toolagent.errors import ArgumentsInvalid
-from toolagent.status import CallStatus
+from toolagent.model.status import CallStatus
 
 from ._stack import rig
 

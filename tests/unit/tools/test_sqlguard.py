@@ -8,7 +8,7 @@ import pytest
 
 from toolagent.agents.models import Security
 from toolagent.errors import SqlRejected
-from toolagent.status import CallStatus
+from toolagent.model.status import CallStatus
 
 from ._stack import rig
 

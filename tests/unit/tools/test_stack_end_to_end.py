@@ -8,9 +8,8 @@ import anyio
 import pytest
 
 from toolagent.agents.models import Security
-from toolagent.engine.permissions import ExecutionDenied
-from toolagent.errors import ArgumentsInvalid, SqlRejected, UnknownTool
-from toolagent.status import CallStatus
+from toolagent.errors import ArgumentsInvalid, ExecutionDenied, SqlRejected, UnknownTool
+from toolagent.model.status import CallStatus
 from toolagent.testing import in_memory_pool, temp_store, test_runtime
 from toolagent.tools.base import CallContext
 

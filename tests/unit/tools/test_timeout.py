@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from toolagent.status import CallStatus
+from toolagent.model.status import CallStatus
 from toolagent.tools.base import CallContext, ToolCall
 from toolagent.tools.timeout import TimeoutSource
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from toolagent.engine.principals import Principal
-from toolagent.status import CallStatus
+from toolagent.model.status import CallStatus
 from toolagent.testing import StubToolSource
 from toolagent.tools.base import CallContext, CallOutcome, ToolCall, WrappedSource
 from toolagent.tools.stack import ToolStack

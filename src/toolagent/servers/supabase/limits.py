@@ -83,8 +83,8 @@ def collect(
 
 def statement_body(sql: str) -> str:
     """The statement without a trailing `;` (and anything after it), so it can be nested."""
+    from sqlglot import TokenType
     from sqlglot.dialects.dialect import Dialect
-    from sqlglot.tokens import TokenType
 
     tokens = list(Dialect.get_or_raise("postgres").tokenize(sql))
     if tokens and tokens[-1].token_type == TokenType.SEMICOLON:

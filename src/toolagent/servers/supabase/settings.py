@@ -120,7 +120,7 @@ class SupabaseSettings(EnvSettings):
             EnvVarMissing: only some of the `SUPABASE_LLM_*` variables are set.
         """
         try:
-            return cls.build(environ)  # type: ignore[no-any-return]
+            return cls.build(environ)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = str(first["loc"][0]) if first["loc"] else ""

@@ -28,7 +28,7 @@ def upgrade() -> None:
         return
     # Handed to the driver's cursor as one script with no parameters at all, so its `%` (plpgsql's
     # RAISE placeholders) are not read as bind markers.
-    cursor = op.get_bind().connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    cursor = op.get_bind().connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # None only once the connection is closed
     try:
         cursor.execute(SCHEMA.read_text(encoding="utf-8"))
     finally:
@@ -38,7 +38,11 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
-    op.execute("DROP TABLE IF EXISTS procrastinate_events, procrastinate_periodic_defers, procrastinate_jobs, "
-               "procrastinate_workers CASCADE")
-    op.execute("DROP TYPE IF EXISTS procrastinate_job_to_defer_v1, procrastinate_job_event_type, "
-               "procrastinate_job_status CASCADE")
+    op.execute(
+        "DROP TABLE IF EXISTS procrastinate_events, procrastinate_periodic_defers, procrastinate_jobs, "
+        "procrastinate_workers CASCADE"
+    )
+    op.execute(
+        "DROP TYPE IF EXISTS procrastinate_job_to_defer_v1, procrastinate_job_event_type, "
+        "procrastinate_job_status CASCADE"
+    )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-from ..agents.models import NAMESPACE_SEPARATOR
+#: Between a tool's namespace (its server's name) and its own name: `supabase/get-schema`.
+NAMESPACE_SEPARATOR: Final = "/"
 
 
 def qualified(server: str, tool: str) -> str:

@@ -22,12 +22,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .spec import ToolResult
 
-if TYPE_CHECKING:
-    from ..settings import Settings
+
+class CapSettings(Protocol):
+    """The two caps as the process's settings read them (None: unset)."""
+
+    @property
+    def max_result_bytes(self) -> int | None: ...
+    @property
+    def max_deliverable_bytes(self) -> int | None: ...
+
 
 #: Largest stored (and answered) tool result, in bytes of compact JSON.
 DEFAULT_MAX_RESULT_BYTES = 1 << 20
@@ -54,19 +61,8 @@ class ResultBounds:
     """Largest deliverable stored or answered."""
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ResultBounds:
-        """Caps from `TOOLAGENT_MAX_RESULT_BYTES` and `TOOLAGENT_MAX_DELIVERABLE_BYTES`, else the defaults.
-
-        Raises:
-            UsageError: a value is not an integer at or above its minimum.
-        """
-        from ..settings import Settings
-
-        return cls.from_settings(Settings.from_env(environ))
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> ResultBounds:
-        """Caps from settings already read (the defaults where unset)."""
+    def from_settings(cls, s: CapSettings) -> ResultBounds:
+        """Caps from settings already read (`toolagent.settings.Settings`; the defaults where unset)."""
         values = {"max_result_bytes": s.max_result_bytes, "max_deliverable_bytes": s.max_deliverable_bytes}
         return cls(**{k: v for k, v in values.items() if v is not None})
 

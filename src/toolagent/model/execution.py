@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from ..engine.redaction import redact_values
-from ..status import FINAL_EXECUTION_STATUSES, ExecutionStatus
-from ..tools.spec import ToolResult
-from .db import as_utc
 from .owner import Owner
+from .redaction import redact_values
+from .spec import ToolResult
+from .status import FINAL_EXECUTION_STATUSES, ExecutionStatus
+from .times import as_utc
 
 if TYPE_CHECKING:
-    from ..engine.limits import LimitStatus
+    from .limits import LimitStatus
 
 #: Bounds of a call's timeout in milliseconds: no execution outlives the upper one.
 MIN_TIMEOUT_MS: Final = 1_000
@@ -178,7 +178,7 @@ class Execution:
             user=m["user_name"],
             started_at=as_utc(m["started_at"]),
             level=m["level"],
-            api_key_id=m["api_key_id"],  # type: ignore[arg-type]
+            api_key_id=m["api_key_id"],
             session_id=m["session_id"],
             run_id=m["run_id"],
             metadata=m["metadata"],

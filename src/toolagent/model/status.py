@@ -10,6 +10,8 @@ equal to its string (`ExecutionStatus.SUCCESS == "success"`) and serialises as i
 - `StepStatus`: one BUILD step (`run_steps.status`).
 - `RunStatus`: one BUILD run (`runs.status`).
 - `AuditOutcome`: the outcome an audit row records.
+
+`CALL_STATUS_AS` is the one table that translates between them.
 """
 
 from __future__ import annotations
@@ -71,4 +73,50 @@ class AuditOutcome(StrEnum):
 #: Execution statuses that end an execution.
 FINAL_EXECUTION_STATUSES = frozenset({ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED})
 
-__all__ = ["FINAL_EXECUTION_STATUSES", "AuditOutcome", "CallStatus", "ExecutionStatus", "RunStatus", "StepStatus"]
+#: How each way a call ends is stored, audited and shown as a BUILD step: the one table of these
+#: translations. A denial is stored as a failed execution (its `denied` column says why); a
+#: timeout is a cancelled execution, and a failed step.
+CALL_STATUS_AS: dict[CallStatus, tuple[ExecutionStatus, AuditOutcome, StepStatus]] = {
+    CallStatus.OK: (ExecutionStatus.SUCCESS, AuditOutcome.SUCCESS, StepStatus.SUCCESS),
+    CallStatus.FAILED: (ExecutionStatus.FAILED, AuditOutcome.FAILED, StepStatus.FAILED),
+    CallStatus.DENIED: (ExecutionStatus.FAILED, AuditOutcome.DENIED, StepStatus.DENIED),
+    CallStatus.TIMED_OUT: (ExecutionStatus.CANCELLED, AuditOutcome.CANCELLED, StepStatus.FAILED),
+    CallStatus.CANCELLED: (ExecutionStatus.CANCELLED, AuditOutcome.CANCELLED, StepStatus.CANCELLED),
+}
+#: The way a call ended, read back from its stored execution (closed by another process, say).
+CALL_STATUS_OF: dict[str, CallStatus] = {
+    ExecutionStatus.SUCCESS: CallStatus.OK,
+    ExecutionStatus.FAILED: CallStatus.FAILED,
+    ExecutionStatus.CANCELLED: CallStatus.CANCELLED,
+}
+#: The audit outcome of an execution that ended with a final status.
+AUDIT_OUTCOME_OF: dict[str, AuditOutcome] = {
+    ExecutionStatus.SUCCESS: AuditOutcome.SUCCESS,
+    ExecutionStatus.FAILED: AuditOutcome.FAILED,
+    ExecutionStatus.CANCELLED: AuditOutcome.CANCELLED,
+}
+
+
+def stored_status(status: CallStatus) -> ExecutionStatus:
+    """The execution status a call that ended with `status` is stored with."""
+    return CALL_STATUS_AS[status][0]
+
+
+def step_status(status: CallStatus) -> StepStatus:
+    """The status of a BUILD step whose call ended with `status`."""
+    return CALL_STATUS_AS[status][2]
+
+
+__all__ = [
+    "AUDIT_OUTCOME_OF",
+    "CALL_STATUS_AS",
+    "CALL_STATUS_OF",
+    "FINAL_EXECUTION_STATUSES",
+    "AuditOutcome",
+    "CallStatus",
+    "ExecutionStatus",
+    "RunStatus",
+    "StepStatus",
+    "step_status",
+    "stored_status",
+]
