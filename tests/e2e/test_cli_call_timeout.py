@@ -1,5 +1,5 @@
-"""`toolagent tools call --timeout` against a server that ignores the cancellation (the probe's
-`busy` blocks the server and ignores SIGTERM): the error is printed at the deadline, then the
+"""`toolagent tools call --timeout` against a server that ignores the cancellation (the stuck
+server's `busy` blocks it and ignores SIGTERM): the error is printed at the deadline, then the
 server gets a short grace and is stopped, and only then does the CLI exit (code 1), promptly."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_harness import probe_config
+from mcp_harness import stuck_config
 
 from toolagent.mcp.server_process import supported
 
@@ -44,13 +44,13 @@ def read_line(fd: int, buffer: bytearray, guard_s: float = 60) -> str:
 
 
 def test_a_timed_out_call_stops_a_server_that_ignores_the_cancellation(tmp_path: Path) -> None:
-    fifo = tmp_path / "probe.fifo"
+    fifo = tmp_path / "stuck.fifo"
     os.mkfifo(fifo)
     log_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     servers = tmp_path / "mcp.json"
-    servers.write_text(json.dumps({"mcpServers": {"probe": probe_config(fifo, risk="safe")}}))
+    servers.write_text(json.dumps({"mcpServers": {"stuck": stuck_config(fifo, risk="safe")}}))
     db = f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"
-    args = ["tools", "call", "probe/busy", "--args", '{"seconds": 90}', "--timeout", "1000"]
+    args = ["tools", "call", "stuck/busy", "--args", '{"seconds": 90}', "--timeout", "1000"]
     cli = subprocess.Popen([str(TOOLAGENT), "--db", db, "--servers", str(servers), *args], stderr=subprocess.PIPE)
     server_pid = None
     try:

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from mcp_harness import probe_config
+from mcp_harness import probe_config, stuck_config
 
 from toolagent.mcp.server_process import supported
 from toolagent.store import open_store
@@ -69,18 +69,19 @@ def exited(pid: int, guard_s: float) -> bool:
 def start_build(tmp_path: Path, db_url: str) -> Iterator[Any]:
     started: list[KilledBuild] = []
 
-    def start(name: str, tool: str = "sleep") -> KilledBuild:
+    def start(name: str, tool: str = "probe/sleep") -> KilledBuild:
         fifo = tmp_path / f"{name}.fifo"
         os.mkfifo(fifo)
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         servers = tmp_path / f"{name}.json"
-        servers.write_text(json.dumps({"mcpServers": {"probe": probe_config(fifo, risk="safe")}}))
+        config = {"probe": probe_config(fifo, risk="safe"), "stuck": stuck_config(fifo, risk="safe")}
+        servers.write_text(json.dumps({"mcpServers": config}))
         agent = tmp_path / f"{name}.yaml"
         agent.write_text(
             yaml.safe_dump(
                 {
                     "metadata": {"name": name},
-                    "configuration": {"tools": [f"probe/{tool}"], "toolParams": {f"probe/{tool}": {"seconds": CALL_S}}},
+                    "configuration": {"tools": [tool], "toolParams": {tool: {"seconds": CALL_S}}},
                 }
             )
         )
@@ -91,7 +92,7 @@ def start_build(tmp_path: Path, db_url: str) -> Iterator[Any]:
             text=True,
         )
         event = wait_for_line(fd)
-        assert event["event"] == "call" and event["tool"] == tool, event
+        assert event["event"] == "call" and event["tool"] == tool.split("/")[1], event
         build = KilledBuild(cli, int(event["pid"]))
         started.append(build)
         return build
@@ -107,7 +108,7 @@ def start_build(tmp_path: Path, db_url: str) -> Iterator[Any]:
 @pytest.mark.skipif(not supported(), reason="the parent-death signal is Linux's")
 def test_the_stdio_server_dies_with_the_killed_cli(start_build: Any) -> None:
     # `busy` blocks the server: it sees neither the cancellation nor the end of its stdin.
-    build = start_build("orphan", "busy")
+    build = start_build("orphan", "stuck/busy")
     build.cli.kill()
     assert build.cli.wait(timeout=30) == -signal.SIGKILL
     assert exited(build.server_pid, guard_s=30), f"server {build.server_pid} outlived its CLI, still in its call"

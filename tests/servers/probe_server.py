@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from typing import Any
@@ -91,17 +90,6 @@ async def sleep(seconds: float, tag: str = "") -> Echoed:
         note("cancelled", tool="sleep", tag=tag)
         raise
     return Echoed(text=tag or "slept", length=int(seconds * 1000))
-
-
-@server.tool(name="busy", annotations=READ_ONLY)
-async def busy(seconds: float) -> Echoed:
-    """Block the whole server for `seconds` (a server stuck in a call): it reads no cancellation
-    and no end of its stdin meanwhile, and ignores SIGTERM, so only SIGKILL stops it early."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    note("call", tool="busy", seconds=seconds)
-    time.sleep(seconds)
-    note("done", tool="busy")
-    return Echoed(text="done", length=int(seconds * 1000))
 
 
 @server.tool(name="query")
