@@ -1,7 +1,7 @@
 """`evolve`: `dataclasses.replace` for the frozen records a tool call passes along.
 
-A call copies its records several times on its way (the call with each layer's admission hook,
-the execution as admitted and as ended, the outcome), and `dataclasses.replace` is slow for a
+A call copies its records several times on its way (the execution as admitted and as ended,
+the outcome), and `dataclasses.replace` is slow for a
 frozen dataclass of twenty fields: it loops over the fields to gather the arguments, then the
 generated `__init__` sets each one through `object.__setattr__`. A copy of the instance's
 `__dict__` with the changes applied is the same object for a dataclass whose `__init__` only

@@ -293,3 +293,21 @@ def test_loading_the_config_imports_no_python_server(tmp_path: Path) -> None:
     path = write_servers(tmp_path, {"mcpServers": {"later": {"python": "not_imported_yet:TOOLS"}}})
     assert ServersConfig.load(str(path)).mcpServers["later"].transport == "python"
     assert "not_imported_yet" not in sys.modules
+
+
+def test_a_function_server_is_listed_and_called_over_rest_and_trpc(tmp_path: Path) -> None:
+    from api_harness import live_server, provision
+
+    db = f"sqlite+aiosqlite:///{tmp_path / 'api.db'}"
+    users = provision(db, [("bob", "execute_basic", "enterprise")])
+    env = {"PYTHONPATH": os.pathsep.join([str(SERVERS_DIR), os.environ.get("PYTHONPATH", "")])}
+    with live_server(tmp_path, MCP_JSON["mcpServers"], db=db, env=env) as server, server.client(users["bob"]) as bob:
+        assert "text" in bob.get("/ready").json()["servers"]
+        listed = {t["name"]: t["runnable"] for t in bob.get("/api/tools").json()["tools"]}
+        assert listed["text/word_count"] is True and listed["notes/add_note"] is False  # moderate, basic user
+        rest = bob.post("/api/tools/execute", json={"name": "text/word_count", "arguments": {"text": "a b a"}})
+        assert rest.status_code == 200, rest.text
+        assert rest.json()["result"]["structuredContent"] == {"words": 3}
+        trpc = bob.post("/trpc/tools.executeTool", json={"name": "text/echo", "arguments": {"text": "hi"}})
+        assert trpc.status_code == 200, trpc.text
+        assert trpc.json()["result"]["data"]["result"]["structuredContent"] == {"result": "hi"}

@@ -18,7 +18,7 @@ from ._app import EXIT_USAGE, app, emit_json, err, fail, out, run, state
 
 if TYPE_CHECKING:
     from ..runs.plan import BuildPlan
-    from ..runs.runner import EventSink
+    from ..runs.steps import EventSink
     from ..store import Store
 
 

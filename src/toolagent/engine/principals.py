@@ -8,7 +8,7 @@ An API server authenticates every request; `authenticate_key` keeps the keys it 
 memory, and drops them all whenever another change to users or keys may narrow what one may do (a
 revocation, a user's level or plan): `store.principals.PrincipalChanges` tells, at no database
 round trip per request, and at once across processes. A key's scopes never change after it is
-made. Tool calls also re-read their key in the admission transaction (see `tools.gate`).
+made. Tool calls also re-read their key in the admission transaction (see `tools.admission`).
 
 The CLI acts as the user named by `--user` / `TOOLAGENT_USER`, else as a local user named after
 the OS account, created on first use at the configured level and plan.

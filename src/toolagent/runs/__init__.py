@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from ..store import Store
     from .flow import FlowCap
     from .plan import BuildPlan, PlannedStep, merge_overrides, plan_build
-    from .runner import BuildRunner, RunEvent, RunOutcome, StepState, new_run_id
+    from .runner import BuildRunner, RunOutcome, new_run_id
+    from .steps import RunEvent, StepState
 
 #: Public name -> submodule.
 _EXPORTS = {
@@ -25,9 +26,9 @@ _EXPORTS = {
     "merge_overrides": "plan",
     "plan_build": "plan",
     "BuildRunner": "runner",
-    "RunEvent": "runner",
+    "RunEvent": "steps",
     "RunOutcome": "runner",
-    "StepState": "runner",
+    "StepState": "steps",
     "new_run_id": "runner",
 }
 

@@ -23,7 +23,7 @@ from ..model.status import RunStatus, StepStatus
 
 if TYPE_CHECKING:
     from .plan import BuildPlan
-    from .runner import StepState
+    from .steps import StepState
 
 #: Rows shown per table in markdown and text renderings (the data keeps them all).
 RENDER_MAX_ROWS = 50

@@ -27,7 +27,7 @@ from .._aio import task_group
 from .._evolve import evolve
 from ..errors import PolicyError, ToolAgentError
 from ..model.bounds import ResultBounds
-from ..model.spec import ToolResult, ToolSpec
+from ..model.spec import ToolSpec
 from ..model.status import CallStatus, StepStatus, step_status
 from ..store import Store
 from ..store.db import utcnow
@@ -36,6 +36,7 @@ from ..tools.stack import ToolStack
 from .deliverable import render_deliverable
 from .flow import FlowCap, fill_required, result_view
 from .plan import BuildPlan
+from .steps import EventSink, RunEvent, StepState
 from .writer import StepWriter
 
 #: How many parallel steps run at once.
@@ -50,50 +51,6 @@ SUCCESS, FAILED, SKIPPED, CANCELLED, DENIED, PENDING, RUNNING = (
     StepStatus.PENDING,
     StepStatus.RUNNING,
 )
-
-
-@dataclass
-class StepState:
-    """A step's live record."""
-
-    position: int
-    tool: str
-    status: str = PENDING
-    params: dict[str, Any] | None = None
-    param_sources: dict[str, str] | None = None
-    result: ToolResult | None = None
-    error: str | None = None
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    duration_ms: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The stored and reported form."""
-        return {
-            "position": self.position,
-            "tool": self.tool,
-            "status": self.status,
-            "params": self.params,
-            "paramSources": self.param_sources,
-            "result": self.result.to_json() if self.result else None,
-            "error": self.error,
-            "startedAt": self.started_at.isoformat() if self.started_at else None,
-            "endedAt": self.ended_at.isoformat() if self.ended_at else None,
-            "durationMs": self.duration_ms,
-        }
-
-
-@dataclass(frozen=True)
-class RunEvent:
-    """Progress of a run, for terminals and event streams."""
-
-    kind: str  # run_started | step_started | step_finished | run_finished
-    run_id: str
-    step: StepState | None = None
-    status: str | None = None
-
-
-EventSink = Callable[[RunEvent], Awaitable[None] | None]
 
 
 @dataclass

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..policy import Decision
     from ..store.db import Connection
 
-#: A check or a count run inside the admission transaction (see `ToolCall.admission`): it returns
+#: A check or a count run inside the admission transaction (`admission.AdmissionCheck.admit`): it returns
 #: a refusal (`Decision`), the limit counters it advanced, or None.
 AdmissionHook = Callable[["Connection", "Execution"], "Decision | Sequence[LimitStatus] | None"]
 
@@ -87,9 +87,6 @@ class ToolCall:
     """When it was asked for (the runtime's clock, seconds since the epoch)."""
     timeout_ms: int
     """Its resolved deadline."""
-    admission: tuple[AdmissionHook, ...] = ()
-    """Checks and counts the outer layers ask the record layer to run inside the admission
-    transaction, in order (the gate's key re-check, then the limits)."""
 
     @property
     def name(self) -> str:

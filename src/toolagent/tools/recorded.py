@@ -1,7 +1,9 @@
 """The execution record and audit trail: every admitted call is stored `running`, then final.
 
-Admission is one write (`Recorder.admit`: the outer layers' hooks, the `running` row, the
-`allow` audit row), committed before the call runs; the outcome is another (`Recorder.finish`,
+A call is first screened by the admission checks (`admission.py`: the policy, then the others in
+their order), before any I/O; a refusal is recorded `denied` and the call goes no further.
+Admission is then one write (`Recorder.admit`: the checks' in-transaction part, the `running`
+row, the `allow` audit row), committed before the call runs; the outcome is another (`Recorder.finish`,
 shielded, so a cancelled caller never loses its history entry), committed before the outcome is
 returned — or, for a caller that asked to settle it itself (`CallContext.settle_later`), queued
 to ride with the next commit and settled by that caller (`CallOutcome.settle`). Concurrent
@@ -34,7 +36,7 @@ import anyio
 from .._evolve import evolve
 from ..engine.limits import Clock
 from ..engine.logs import log_context
-from ..errors import BudgetExceeded, RateLimited, ToolAgentError
+from ..errors import BudgetExceeded, ExecutionDenied, RateLimited, ToolAgentError
 from ..model.bounds import DEFAULT_MAX_RESULT_BYTES, bound_result, looks_large
 from ..model.execution import Execution
 from ..model.permissions import DENIAL_BUDGET, DENIAL_RATE_LIMITED
@@ -42,8 +44,8 @@ from ..model.redaction import redact_text
 from ..model.spec import ToolResult
 from ..model.status import CALL_STATUS_OF, CallStatus, ExecutionStatus, stored_status
 from ..policy import Decision
-from .base import CallContext, CallOutcome, ToolCall, WrappedSource
-from .gate import denied_outcome, refuse
+from .admission import AdmissionCheck
+from .base import AdmissionHook, CallContext, CallOutcome, ToolCall, WrappedSource
 from .records import Recorder
 
 
@@ -55,9 +57,29 @@ class RecordedSource(WrappedSource):
     clock: Clock = field(default=time.time)
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     """Largest result stored with an execution (bytes of compact JSON)."""
+    checks: tuple[AdmissionCheck, ...] = ()
+    """What a call must pass before it runs, in order (`admission.py`)."""
+
+    def _screen(self, call: ToolCall, ctx: CallContext) -> Decision | None:
+        for check in self.checks:
+            refusal = check.screen(call, ctx)
+            if refusal is not None:
+                return refusal
+        return None
+
+    async def check(self, call: ToolCall, ctx: CallContext) -> None:
+        """The inner checks (arguments, SQL) only for a call the admission checks let through:
+        nothing of a refused caller's input is parsed on its behalf; `call_tool` then refuses and
+        records the call."""
+        if self._screen(call, ctx) is None:
+            await self.inner.check(call, ctx)
 
     async def call_tool(self, call: ToolCall, ctx: CallContext) -> CallOutcome:
-        """Admit, run and record one call."""
+        """Screen, admit, run and record one call."""
+        refusal = self._screen(call, ctx)
+        if refusal is not None:
+            return await refuse(self.recorder, call, self.recorder.draft(call, ctx), refusal)
+        hooks = tuple(_hook(check, call, ctx) for check in self.checks if check.admits(ctx))
         self.recorder.calls_under_way += 1
         try:
             draft = self.recorder.draft(call, ctx)
@@ -65,7 +87,7 @@ class RecordedSource(WrappedSource):
                 # Once the running row commits, the call must get to close it: the admission's
                 # write is shielded (`GroupCommit.settle`) and nothing after it checks for
                 # cancellation before `_run`, which records a cancellation of the caller meanwhile.
-                admitted = await self.recorder.admit(draft, call.admission)
+                admitted = await self.recorder.admit(draft, hooks)
             except (RateLimited, BudgetExceeded) as exc:
                 code = DENIAL_RATE_LIMITED if isinstance(exc, RateLimited) else DENIAL_BUDGET
                 record = await self.recorder.deny(draft, code, exc.message)
@@ -167,9 +189,38 @@ class RecordedSource(WrappedSource):
         )
 
 
+def _hook(check: AdmissionCheck, call: ToolCall, ctx: CallContext) -> AdmissionHook:
+    return lambda conn, execution: check.admit(conn, call, ctx, execution)
+
+
+def denied_outcome(call: ToolCall, record: Execution, exception: Any, code: str, reason: str) -> CallOutcome:
+    """The outcome of a refused call, as recorded."""
+    return CallOutcome(
+        CallStatus.DENIED,
+        call.name,
+        record.id,
+        error=reason,
+        reason=reason,
+        denial=code,
+        exception=exception,
+        ended_at=record.ended_at,
+        record=record,
+    )
+
+
+async def refuse(recorder: Recorder, call: ToolCall, draft: Execution, decision: Decision) -> CallOutcome:
+    """Record an admission check's `decision` as a denial of `draft`; the outcome carries `ExecutionDenied`."""
+    code, reason = decision.code or "denied", decision.reason or "denied"
+    record = await recorder.deny(draft, code, reason)
+    exc = ExecutionDenied(
+        decision, tool=call.name, level=draft.level or "", risk=call.entry.risk, execution_id=record.id
+    )
+    return denied_outcome(call, record, exc, code, reason)
+
+
 def _called(record: Any) -> CallStatus:
     """The outcome status of a record someone else closed."""
     return CALL_STATUS_OF.get(record.status, CallStatus.CANCELLED)
 
 
-__all__ = ["RecordedSource"]
+__all__ = ["RecordedSource", "denied_outcome", "refuse"]

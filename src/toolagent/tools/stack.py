@@ -2,34 +2,36 @@
 
 From the outside in:
 
-1. gate (`gate.py`): the one `Policy` decides (tool enabled, agent tool list, level against
-   risk, API key scope and revocation). First, so a refused call costs no counter, no running row and no I/O but its
-   denial record.
-2. limits and budgets (`limited.py`): counted only for calls the gate let through.
-3. execution record and audit (`recorded.py`): the admission transaction (with the gate's key
-   re-check and the limit counters) and the outcome transaction. Everything inside it is part
-   of the recorded call: a timeout, a rejected statement or bad arguments end as a stored outcome.
-4. timeout and cancellation (`timeout.py`): one deadline for the whole call, retries included;
+1. execution record and audit (`recorded.py`), with the admission checks (`admission.py`): first,
+   before any I/O, the one `Policy` decides (tool enabled, agent tool list, level against risk,
+   API key scope and revocation), so a refused call costs no counter, no running row and no I/O
+   but its denial record; then the admission transaction (the key read again, the limit counters,
+   any further checks, the `running` row) and, after the call, the outcome transaction.
+   Everything inside it is part of the recorded call: a timeout, a rejected statement or bad
+   arguments end as a stored outcome.
+2. timeout and cancellation (`timeout.py`): one deadline for the whole call, retries included;
    cancel by id here or from another process.
-5. retries (`retry.py`): only what is safe to repeat, each attempt inside the same deadline.
-6. SQL guard (`sqlguard.py`): the agent's `security` block.
-7. argument schema check (`schema.py`): once per call.
-8. the catalogue (`catalogue.py`): the classified tools of the leaf sources, the MCP servers and
+3. retries (`retry.py`): only what is safe to repeat, each attempt inside the same deadline.
+4. SQL guard (`sqlguard.py`): the agent's `security` block.
+5. argument schema check (`schema.py`): once per call.
+6. the catalogue (`catalogue.py`): the classified tools of the leaf sources, the MCP servers and
    the `python` servers of mcp.json (`combined.py`, `function_source.py`).
 
 The SQL guard and the schema check need no I/O and judge the call itself, not the caller, so
-`ToolStack.call` runs them (`ToolSource.check`) before the call enters the gate: a malformed call
-is a usage error, answered at once with nothing recorded or counted, and the same whether the
-caller is allowed to run the tool or not.
+`ToolStack.call` runs them (`ToolSource.check`) before the call is admitted, and only for a caller
+the policy lets through: a malformed call is a usage error, answered at once with nothing recorded
+or counted.
 
-To add a concern, write a `WrappedSource` in its own module and place it here; to add an entry
-point, open a runtime (`toolagent.runtime.open_runtime`) and call `runtime.tools.call`.
+To add a check that decides whether a call may run, write an `AdmissionCheck` and add it to
+`checks`; to add a concern around the call itself, write a `WrappedSource` in its own module
+and place it here; to add an entry point, open a runtime (`toolagent.runtime.open_runtime`) and
+call `runtime.tools.call`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +42,9 @@ from ..model.bounds import DEFAULT_MAX_RESULT_BYTES
 from ..model.entry import ToolEntry
 from ..model.status import CallStatus
 from ..policy import Policy
+from .admission import AdmissionCheck, LimitCheck, PolicyCheck
 from .base import CallContext, CallOutcome, ToolCall, ToolSource
 from .cancellation import Cancellation
-from .gate import GateSource
-from .limited import LimitedSource
 from .recorded import RecordedSource
 from .records import Recorder
 from .retry import DEFAULT_ATTEMPTS, RetryingSource
@@ -66,14 +67,16 @@ def build_tool_stack(
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     sql_tools_require_agent: bool = False,
     policy: Policy | None = None,
+    checks: Sequence[AdmissionCheck] | None = None,
 ) -> ToolSource:
     """Compose the layers over `inner` in the order of the module docstring.
 
-    Without a `recorder` the stack is ungoverned (no gate, limits or records): timeout, retries,
+    Without a `recorder` the stack is ungoverned (no policy, limits or records): timeout, retries,
     SQL guard and schema check only — what a benchmark compares the governed stack with.
     `max_result_bytes` bounds the result each execution stores (`bounds.py`);
     `sql_tools_require_agent` refuses direct calls of SQL-taking tools made under no agent;
-    `policy` is what the gate asks (default: `Policy()`, the matrix alone).
+    `checks` are what a call must pass before it runs, in order (`admission.py`); by default the
+    `policy` (default `Policy()`, the matrix alone) and then the `limits`.
     """
     source: ToolSource = SchemaCheckedSource(inner)
     source = SqlGuardedSource(source, require_agent=sql_tools_require_agent)
@@ -81,10 +84,11 @@ def build_tool_stack(
     source = TimeoutSource(source, cancellation)
     if recorder is None:
         return source
-    source = RecordedSource(source, recorder, clock, max_result_bytes)
-    if limits is not None:
-        source = LimitedSource(source, limits)
-    return GateSource(source, recorder, policy or Policy())
+    if checks is None:
+        checks = [PolicyCheck(policy or Policy())]
+        if limits is not None:
+            checks.append(LimitCheck(limits))
+    return RecordedSource(source, recorder, clock, max_result_bytes, tuple(checks))
 
 
 @dataclass

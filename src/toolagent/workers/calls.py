@@ -29,6 +29,7 @@ from ..model.status import CallStatus, ExecutionStatus
 from ..store.db import Connection, utcnow
 from ..store.executions import ExecutionStore
 from ..store.queued_calls import QueuedCallStore
+from ..tools.admission import AdmissionCheck, LimitCheck, PolicyCheck
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
 from ..tools.records import Recorder
 from ..tools.stack import build_tool_stack
@@ -50,23 +51,26 @@ class _TakingExecutions(ExecutionStore):
     def insert_many_in(self, conn: Connection, executions: Sequence[Execution]) -> None:
         """Insert `executions`, each replacing the `queued` row of its id.
 
-        An admitted call's `queued` row is already gone (its admission hook took it, see
-        `_take`); a call the gate refused replaces it here. A row that is no longer queued (the
+        An admitted call's `queued` row is already gone (its admission took it, see
+        `TakeQueued`); a call the gate refused replaces it here. A row that is no longer queued (the
         call was cancelled meanwhile) stays as it is.
         """
         kept = QueuedCallStore.replace_queued_in(conn, [e.id for e in executions])
         super().insert_many_in(conn, [e for e in executions if e.id not in kept])
 
 
-def _take(conn: Connection, execution: Execution) -> None:
-    """Admission hook of a queued call: take its `queued` row, in the admission transaction, so the
-    key re-check, the limit counters and the claim commit together.
+class TakeQueued(AdmissionCheck):
+    """A queued call's admission takes its `queued` row, in the admission transaction, so the key
+    re-check, the claim and the limit counters commit together."""
 
-    Raises:
-        NotQueued: it is not queued any more (its admission rolls back whole: nothing starts).
-    """
-    if not QueuedCallStore.take_in(conn, execution.id):
-        raise NotQueued(execution.id)
+    def admit(self, conn: Connection, call: ToolCall, ctx: CallContext, execution: Execution) -> None:
+        """Take the row.
+
+        Raises:
+            NotQueued: it is not queued any more (its admission rolls back whole: nothing starts).
+        """
+        if not QueuedCallStore.take_in(conn, execution.id):
+            raise NotQueued(execution.id)
 
 
 def queued_call_stack(runtime: Runtime) -> ToolSource:
@@ -77,10 +81,9 @@ def queued_call_stack(runtime: Runtime) -> ToolSource:
     return build_tool_stack(
         runtime.catalogue,
         recorder=recorder,
-        limits=runtime.limits,
         cancellation=runtime.cancellation,
         clock=runtime.clock,
-        policy=runtime.policy,
+        checks=[PolicyCheck(runtime.policy), TakeQueued(), LimitCheck(runtime.limits)],
     )
 
 
@@ -146,7 +149,6 @@ async def run_queued_call(runtime: Runtime, stack: ToolSource, execution_id: str
         execution.id,
         execution.started_at.timestamp(),
         execution.timeout_ms or runtime.tools.default_timeout_ms,
-        admission=(_take,),
     )
     try:
         await stack.check(call, ctx)

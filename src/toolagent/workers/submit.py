@@ -13,7 +13,8 @@ from ..agents.validation import validate_definition
 from ..engine.principals import ApiKey, Principal
 from ..model.status import RunStatus, StepStatus
 from ..runs.plan import BuildPlan, plan_build
-from ..runs.runner import EventSink, RunEvent, StepState, new_run_id
+from ..runs.runner import new_run_id
+from ..runs.steps import EventSink, RunEvent, StepState
 from ..store import RunRow, Store
 
 #: How often `follow_run` reads the run while it waits.

@@ -1,4 +1,4 @@
-"""The gate layer: level against risk, the agent's tool list, disabled tools, API keys; refusals recorded."""
+"""The policy check of the admission: level against risk, the agent's tool list, disabled tools, API keys; refusals recorded."""
 
 from __future__ import annotations
 

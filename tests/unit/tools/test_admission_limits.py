@@ -1,4 +1,4 @@
-"""The limits layer: counted at admission, refused (and recorded) past the rate limit."""
+"""The limit check of the admission: counted in the admission transaction, refused (and recorded) past the rate limit."""
 
 from __future__ import annotations
 
