@@ -265,8 +265,8 @@ def test_audit_list_at_80_columns_keeps_whole_words(used_store: dict[str, Any]) 
 
 
 def test_a_first_build_without_payload_names_the_field_to_pass(tmp_path: Path) -> None:
-    assert toolagent("seed", str(REPO_ROOT / "seeds" / "demo_supabase_agent.json"), cwd=tmp_path).returncode == 0
-    proc = toolagent("build", "demo/supabase-agent", cwd=tmp_path)
+    # The agent file reads its question from the payload (the seeded PRD record has none).
+    proc = toolagent("build", str(REPO_ROOT / "agents" / "supabase-agent.yaml"), cwd=tmp_path)
     assert proc.returncode == 2
     assert "payload.query (supabase/generate-sql)" in proc.stderr
     assert """-p '{"query": "..."}'""" in proc.stderr

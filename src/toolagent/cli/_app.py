@@ -56,6 +56,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "executions": ("engine", "Tool executions: running ones, one in full, cancel, prune."),
     "audit": ("audit", "Verify, export and list the audit log."),
     "sql": ("sql", "Check SQL with the guard the runner and the Supabase server use."),
+    "supabase": ("supabase", "Install the SQL functions the Supabase server calls over HTTPS, or print them."),
     "worker": (
         "worker",
         "Run submitted BUILD runs and async tool calls until SIGTERM (needs a PostgreSQL store and the workers extra).",

@@ -17,10 +17,16 @@ SEED = REPO_ROOT / "seeds" / "demo_supabase_agent.json"
 YAML_FILE = REPO_ROOT / "agents" / "supabase-agent.yaml"
 
 
-def test_seed_record_and_yaml_file_are_the_same_agent() -> None:
+def test_seed_record_and_yaml_file_are_the_same_agent_but_for_the_question() -> None:
     [from_seed] = load_path(SEED)
     [from_yaml] = load_path(YAML_FILE)
-    assert from_seed.definition == from_yaml.definition
+    # The seed is the PRD's record; the file also reads the question from the payload and lets
+    # generate-sql use every allowed table (tests/unit/test_supabase_seed_record.py checks both).
+    seed, file = from_seed.definition.model_dump(), from_yaml.definition.model_dump()
+    seed_sql = seed["configuration"]["toolParams"].pop("supabase/generate-sql")
+    file_sql = file["configuration"]["toolParams"].pop("supabase/generate-sql")
+    assert seed == file
+    assert {**seed_sql, "query": "{{payload.query}}", "tables": file_sql["tables"]} == file_sql
     assert from_seed.ref == from_yaml.ref == "demo/supabase-agent"
     assert from_seed.definition.configuration.tools == [
         "supabase/get-schema",
@@ -78,7 +84,7 @@ def test_invalid_definition_inside_list_is_located(tmp_path: Path) -> None:
 def test_yaml_column_may_hold_yaml(tmp_path: Path) -> None:
     [seeded] = load_path(SEED)
     as_yaml = seeded.record.model_copy(update={"yaml": YAML_FILE.read_text()})
-    assert load_record(as_yaml).definition == seeded.definition
+    assert load_record(as_yaml).definition == load_path(YAML_FILE)[0].definition
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:

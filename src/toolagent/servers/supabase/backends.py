@@ -1,6 +1,6 @@
 """Database backends: introspect the schema and run one read-only query.
 
-Both backends are synchronous (the server calls them through `anyio.to_thread`) and both make
+The backends are synchronous (the server calls them through `anyio.to_thread`) and all make
 the database itself refuse writes, whatever the SQL guard let through:
 
 * `sqlite_backend.SqliteBackend` opens the embedded file through a `file:...?mode=ro` URI with
@@ -8,6 +8,8 @@ the database itself refuse writes, whatever the SQL guard let through:
   statement that runs past the timeout from a progress handler.
 * `postgres_backend.PostgresBackend` runs everything in a `READ ONLY` transaction with
   `SET LOCAL statement_timeout`, in UTC, and rolls it back afterwards.
+* `supabase_backend.SupabaseBackend` reaches a Supabase project over HTTPS and calls two SQL
+  functions (`functions.py`) that set their own transaction read only.
 
 This module holds what they share: the `Backend` interface and the conversion of values and
 column names for a JSON result.
@@ -107,7 +109,7 @@ def quote_name(name: str) -> str:
 class Backend(ABC):
     """A database the server reads from."""
 
-    #: `embedded` or `postgres`.
+    #: `embedded`, `postgres` or `supabase`.
     name: ClassVar[str]
 
     def __init__(self, statement_timeout_ms: int, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:

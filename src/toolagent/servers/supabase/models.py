@@ -50,8 +50,8 @@ class SchemaResult(BaseModel):
     dialect: Literal["postgres"] = Field(
         default="postgres", description="SQL dialect generate-sql writes and execute-sql accepts"
     )
-    backend: Literal["embedded", "postgres"] = Field(
-        description="embedded: the SQLite demo database; postgres: SUPABASE_DB_URL"
+    backend: Literal["embedded", "postgres", "supabase"] = Field(
+        description="embedded: the SQLite demo database; postgres: SUPABASE_DB_URL; supabase: SUPABASE_URL over HTTPS"
     )
 
 

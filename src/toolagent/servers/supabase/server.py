@@ -3,8 +3,9 @@
 `build_server(settings)` returns an `MCPServer` whose four tools are all read-only (and say
 so in their annotations) and return structured results (`models.py`). SQL is checked twice:
 by the SQL guard (`toolagent.sql`: one read query, no denied operation, only allowed
-tables) and then by the database itself (a read-only SQLite connection, or a PostgreSQL
-READ ONLY transaction with a statement timeout).
+tables) and then by the database itself (a read-only SQLite connection, a PostgreSQL
+READ ONLY transaction with a statement timeout, or, for a Supabase project over HTTPS, a
+function that sets its transaction read only).
 
 Only what every call needs is imported here; the database drivers, sqlglot, the generator
 and httpx load on first use, so the server starts quickly.
@@ -100,7 +101,21 @@ class SupabaseService:
         async with self._lock:
             if self._backend is None:
                 timeout = self.settings.statement_timeout_ms
-                if self.settings.backend == "postgres":
+                if self.settings.backend == "supabase":
+                    from .supabase_backend import SupabaseBackend
+
+                    url, key, bearer = self.settings.require_project()
+                    self._backend = SupabaseBackend(
+                        url,
+                        key,
+                        timeout,
+                        self.settings.max_result_bytes,
+                        bearer=bearer,
+                        key_variable="SUPABASE_SERVICE_ROLE_KEY"
+                        if bearer is None
+                        else "SUPABASE_ANON_KEY and SUPABASE_READER_JWT",
+                    )
+                elif self.settings.backend == "postgres":
                     from .postgres_backend import PostgresBackend
 
                     self._backend = PostgresBackend(
@@ -246,8 +261,9 @@ def build_server(settings: SupabaseSettings | None = None, *, log_level: LogLeve
 
     Args:
         settings: configuration; read from the `SUPABASE_*` environment variables when None.
-            A postgres backend without a URL still builds; its database tools then fail
-            with "Required environment variable SUPABASE_DB_URL is not set".
+            A postgres backend without a URL (a supabase one without its URL or key) still
+            builds; its database tools then fail with "Required environment variable
+            SUPABASE_DB_URL is not set" (SUPABASE_URL, SUPABASE_SERVICE_ROLE_KEY ...).
         log_level: the server's (and, over HTTP, uvicorn's) log level on stderr.
     """
     service = SupabaseService(settings if settings is not None else SupabaseSettings.from_env())

@@ -2,8 +2,12 @@
 
 | variable | field | default |
 | --- | --- | --- |
-| `SUPABASE_BACKEND` | `backend` | `embedded` (`embedded` or `postgres`) |
+| `SUPABASE_BACKEND` | `backend` | `embedded` (`embedded`, `postgres` or `supabase`) |
 | `SUPABASE_DB_URL` | `db_url` | none; required for `postgres` |
+| `SUPABASE_URL` | `url` | none; required for `supabase` (`https://<ref>.supabase.co`) |
+| `SUPABASE_SERVICE_ROLE_KEY` | `service_role_key` | none; `supabase`: this key, or the anon key with a reader JWT |
+| `SUPABASE_ANON_KEY` | `anon_key` | none; `supabase`, with `SUPABASE_READER_JWT` |
+| `SUPABASE_READER_JWT` | `reader_jwt` | none; a JWT whose `role` is the reader role the functions are granted to |
 | `SUPABASE_DEMO_DB` | `demo_db_path` | `~/.cache/toolagent/supabase-demo.sqlite` |
 | `SUPABASE_ALLOWED_TABLES` | `allowed_tables` | the demo tables; comma-separated, `*` for every table of schema public |
 | `SUPABASE_ALLOWED_CATALOG_TABLES` | `allowed_catalog_tables` | none; comma-separated catalog relations to allow |
@@ -43,6 +47,9 @@ ALL_TABLES = "*"
 #: Result bytes per execute-sql call when SUPABASE_MAX_RESULT_BYTES is not set.
 DEFAULT_MAX_RESULT_BYTES = 5_000_000
 
+#: How a missing key is named (the PRD's "SUPABASE_URL (or key)"): either key works.
+KEY_VARIABLES = "SUPABASE_SERVICE_ROLE_KEY (or SUPABASE_ANON_KEY with SUPABASE_READER_JWT)"
+
 #: Prefix of the variables `SupabaseSettings` reads.
 ENV_PREFIX = "SUPABASE_"
 _LLM_FIELDS = ("llm_provider", "llm_model", "llm_endpoint", "llm_api_key")
@@ -56,10 +63,20 @@ class SupabaseSettings(EnvSettings):
         env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", frozen=True, populate_by_name=True
     )
 
-    backend: Literal["embedded", "postgres"] = "embedded"
-    """`embedded`: a SQLite demo database built from `seeds/demo_db`; `postgres`: `db_url`."""
+    backend: Literal["embedded", "postgres", "supabase"] = "embedded"
+    """`embedded`: a SQLite demo database built from `seeds/demo_db`; `postgres`: `db_url`;
+    `supabase`: a project over HTTPS (`url` and a key), through two SQL functions called over RPC."""
     db_url: SecretStr | None = None
     """PostgreSQL URL (`postgresql://` or `postgres://`, as Supabase gives it); postgres only."""
+    url: str | None = None
+    """The project URL (`https://<ref>.supabase.co`); supabase only."""
+    service_role_key: SecretStr | None = None
+    """The project's service_role key; the functions must be granted to `service_role`."""
+    anon_key: SecretStr | None = None
+    """The project's anon key, sent as `apikey`; with it `reader_jwt` is sent as the bearer token."""
+    reader_jwt: SecretStr | None = None
+    """A JWT signed with the project's JWT secret whose `role` claim is the reader role the
+    functions are granted to (never `anon`); needed with `anon_key`."""
     demo_db_path: Path = Field(DEFAULT_DEMO_DB_PATH, validation_alias="SUPABASE_DEMO_DB")
     """The embedded SQLite file; built on first use and rebuilt when the seed files change."""
     allowed_tables: Annotated[tuple[str, ...] | None, NoDecode] = DEFAULT_ALLOWED_TABLES
@@ -90,7 +107,10 @@ class SupabaseSettings(EnvSettings):
             return tuple(t.strip() for t in value.split(",") if t.strip())
         return value
 
-    @field_validator("db_url", "llm_provider", "llm_model", "llm_endpoint", "llm_api_key", mode="before")
+    @field_validator(
+        "db_url", "url", "service_role_key", "anon_key", "reader_jwt",
+        "llm_provider", "llm_model", "llm_endpoint", "llm_api_key", mode="before",
+    )  # fmt: skip
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -142,14 +162,39 @@ class SupabaseSettings(EnvSettings):
             raise EnvVarMissing("SUPABASE_DB_URL")
         return plain_postgres_url(self.db_url.get_secret_value())
 
-    def check(self) -> None:
-        """Fail now on what would fail every tool call later (a missing database URL).
+    def require_project(self) -> tuple[str, str, str | None]:
+        """The project URL, the key sent as `apikey`, and the bearer token if it differs.
 
         Raises:
-            EnvVarMissing: the postgres backend has no `SUPABASE_DB_URL`.
+            EnvVarMissing: `SUPABASE_URL` or every key is missing, or the anon key has no reader JWT.
+            ConfigError: `SUPABASE_URL` is not an http(s) URL.
+        """
+        if self.url is None:
+            raise EnvVarMissing("SUPABASE_URL")
+        if not self.url.startswith(("https://", "http://")):
+            raise ConfigError(
+                f"SUPABASE_URL: {self.url!r} is not an https:// URL (the project URL, https://<ref>.supabase.co)"
+            )
+        if self.service_role_key is not None:
+            return self.url.rstrip("/"), self.service_role_key.get_secret_value(), None
+        if self.anon_key is None:
+            raise EnvVarMissing(KEY_VARIABLES)
+        if self.reader_jwt is None:
+            # The functions are never granted to anon, so the anon key alone can run nothing.
+            raise EnvVarMissing("SUPABASE_READER_JWT", source="SUPABASE_ANON_KEY is set without the reader role's JWT")
+        return self.url.rstrip("/"), self.anon_key.get_secret_value(), self.reader_jwt.get_secret_value()
+
+    def check(self) -> None:
+        """Fail now on what would fail every tool call later (a missing database URL or key).
+
+        Raises:
+            EnvVarMissing: the postgres backend has no `SUPABASE_DB_URL`; the supabase backend
+                has no `SUPABASE_URL` or no key.
         """
         if self.backend == "postgres":
             self.require_db_url()
+        elif self.backend == "supabase":
+            self.require_project()
 
     def resolved_demo_db_path(self) -> Path:
         """`demo_db_path` with `~` expanded."""
