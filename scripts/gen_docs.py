@@ -29,7 +29,7 @@ END = "<!-- end generated -->"
 #: value) or, for a default that is behaviour rather than a value, the words for it. A settings field
 #: missing here is an error, so a new variable cannot reach the manual without its default.
 TOOLAGENT_DEFAULTS: dict[str, str] = {
-    "database_url": "toolagent.store.db:DEFAULT_HOME=`./{}/toolagent.db` (SQLite)",
+    "database_url": "`toolagent.db` in the data directory (`$XDG_DATA_HOME/toolagent`, else `~/.local/share/toolagent`), or `./.toolagent/toolagent.db` where one exists (SQLite)",
     "mcp_config": "toolagent.mcp.config:DEFAULT_CONFIG_FILE=`./{}`, else the config shipped in the package",
     "engine_config": "none: the built-in engine defaults",
     "user": "the local user (named after the OS account)",

@@ -21,12 +21,18 @@ from conftest import NODE_BIN, REPO_ROOT
 from toolagent.mcp.config import ServersConfig
 
 PROBE = REPO_ROOT / "tests" / "servers" / "probe_server.py"
+STUCK = REPO_ROOT / "tests" / "servers" / "stuck_server.py"
 
 
 def probe_config(log: Path | None = None, **extra: Any) -> dict[str, Any]:
     """Config entry of the probe server over stdio."""
     env = {"PROBE_LOG": str(log)} if log else {}
     return {"command": sys.executable, "args": [str(PROBE)], "env": env, **extra}
+
+
+def stuck_config(log: Path | None = None, **extra: Any) -> dict[str, Any]:
+    """Config entry of the stuck server (a call that blocks it, ignoring SIGTERM) over stdio."""
+    return {**probe_config(log, **extra), "args": [str(STUCK)]}
 
 
 def node_config(name: str, *args: str) -> dict[str, Any]:

@@ -175,6 +175,8 @@ class Runtime:
         """
         if self._tg is not None:
             return []
+        if self.audit is not None:
+            await self.audit.check_key()  # a writer without the chain's key refuses before writing anything
         stack = AsyncExitStack()
         tg = await stack.enter_async_context(anyio.create_task_group())
         try:

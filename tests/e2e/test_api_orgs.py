@@ -203,3 +203,34 @@ async def test_operator_grants_open_an_organization_seeded_for_global_admins(db_
         ("agent.update", "eddie", "allow", "api"),
     ]
     assert await audit_verifies(db_url)
+
+
+async def test_an_organization_role_never_exceeds_the_level(db_url: str) -> None:
+    keys = await provision(db_url, [*USERS, ("vic", "view_only")])
+    async with api_clients(db_url, keys) as c:
+        assert (await c["olga"].put("/api/agents/acme/guarded", json=body(GUARDED))).status_code == 200
+        await grant(db_url, "acme", "vic", "admin")
+        await grant(db_url, "acme", "vera", "viewer")
+        answers = [
+            await c["vic"].put("/api/orgs/acme/members/eddie", json={"role": "admin"}),
+            await c["vic"].delete("/api/orgs/acme/members/vera"),
+            await c["vic"].delete("/api/orgs/acme/members/olga"),
+            await c["vic"].get("/api/orgs/acme/members"),
+            await c["vic"].put("/api/agents/acme/guarded", json=body(GUARDED)),
+        ]
+        assert [a.status_code for a in answers] == [403] * 5, [a.text for a in answers]
+        for answer in answers[:4]:
+            assert "its level view_only acts as viewer at most" in answer.json()["error"]["message"]
+        members = (await c["olga"].get("/api/orgs/acme/members")).json()["members"]
+        assert sorted((m["user"], m["role"]) for m in members) == [
+            ("olga", "admin"),
+            ("vera", "viewer"),
+            ("vic", "admin"),
+        ]
+    denied = [r for r in await audit_rows(db_url, event_prefix="org.") if r.decision == "deny"]
+    assert [(r.event, r.principal) for r in denied] == [
+        ("org.grant", "vic"),
+        ("org.revoke", "vic"),
+        ("org.revoke", "vic"),
+    ]
+    assert await audit_verifies(db_url)

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from toolagent.cli import app
 from toolagent.engine.audit import AuditEntry, AuditLog
+from toolagent.engine.audit_key import AuditKeyMismatch
 from toolagent.store import open_store
 
 KEY = "a key kept outside the store"
@@ -124,3 +125,43 @@ def test_a_head_exported_from_an_empty_log_verifies_after_growth(db_url: str, tm
     assert invoke(db_url, "audit", "verify", "--head", str(head_file))[0] == 0
     fill(db_url, 2)
     assert invoke(db_url, "audit", "verify", "--head", str(head_file))[0] == 0
+
+
+def test_a_process_without_the_key_refuses_to_write_to_a_keyed_chain(db_url: str) -> None:
+    fill(db_url, 3)
+    assert invoke(db_url, "users", "add", "bob")[0] == 0
+    seq_before = anyio.run(head_seq, db_url)
+    for key in (None, "another key"):
+        code, _, stderr = invoke(db_url, "orgs", "grant", "acme", "bob", "--role", "admin", key=key)
+        assert code == 2 and "TOOLAGENT_AUDIT_KEY" in stderr and "Traceback" not in stderr, stderr
+        assert len(stderr.strip().splitlines()) == 1, stderr
+        code, _, stderr = invoke(db_url, "history", key=key)
+        assert code == 2 and "audit chain" in stderr, stderr
+    assert anyio.run(head_seq, db_url) == seq_before  # nothing was appended
+    code, stdout, _ = invoke(db_url, "audit", "verify")
+    assert code == 0 and stdout.startswith(f"ok: {seq_before} rows"), stdout
+    # With the key, the same change is made and the chain still verifies.
+    assert invoke(db_url, "orgs", "grant", "acme", "bob", "--role", "admin")[0] == 0
+    assert invoke(db_url, "audit", "verify")[0] == 0
+
+
+def test_an_unkeyed_log_refuses_a_keyed_chain_at_start_and_on_append(db_url: str) -> None:
+    fill(db_url, 1)
+
+    async def body() -> None:
+        async with open_store(db_url) as store:
+            unkeyed = AuditLog(store.db, key=None)
+            with pytest.raises(AuditKeyMismatch, match="TOOLAGENT_AUDIT_KEY"):
+                await unkeyed.check_key()
+            with pytest.raises(AuditKeyMismatch, match="has no audit key"):
+                await unkeyed.append(AuditEntry(principal="alice", tool="t", decision="allow"))
+            verified = await AuditLog(store.db, key=KEY.encode()).verify()
+            assert verified.ok and verified.rows_checked == 1
+
+    anyio.run(body)
+
+
+async def head_seq(url: str) -> int:
+    async with open_store(url) as store:
+        head = await AuditLog(store.db, key=None).head()
+    return 0 if head is None else head[0]

@@ -2,8 +2,8 @@
 
 | route                                   | who                                                      |
 | ---                                     | ---                                                      |
-| `GET    /api/agents`                    | any key                                                  |
-| `GET    /api/agents/{org}/{slug}`       | any key                                                  |
+| `GET    /api/agents`                    | any key (secrets masked unless the caller may edit the agent) |
+| `GET    /api/agents/{org}/{slug}`       | any key (secrets masked unless the caller may edit the agent) |
 | `PUT    /api/agents/{org}/{slug}`       | the organization's editors; its admins to change `security` (`engine.ownership`) |
 | `DELETE /api/agents/{org}/{slug}`       | the organization's editors; its admins for an agent with `security` |
 """
@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from ..agents import AgentRecord, load_definition_text, load_record
 from ..agents.loaders import DEFAULT_MODE_PROFILE
 from ..agents.models import AgentDef
+from ..engine.agent_masking import masked_definition, masked_record_json
 from ..errors import DefinitionInvalid
 from . import schemas
 from .auth import CallerDep
@@ -39,8 +40,8 @@ router = APIRouter(prefix="/api", tags=["agents"])
 _AGENT: Responses = {404: error_response("No such agent")}
 
 
-def _agent_json(record: AgentRecord) -> dict[str, Any]:
-    data = record.model_dump(mode="json")
+def _agent_json(record: AgentRecord, *, masked: bool = False) -> dict[str, Any]:
+    data = masked_record_json(record) if masked else record.model_dump(mode="json")
     try:
         defn = load_record(record).definition
         data["valid"] = True
@@ -65,7 +66,9 @@ async def list_agents(
     """Every stored agent (optionally of one organization), ordered by organization and slug; each
     says whether its definition is valid."""
     records = await services(request).store.agents.list_agents(org)
-    return {"success": True, "agents": [_agent_json(r) for r in records], "totalCount": len(records)}
+    editable = await organizations(request).editable(actor(caller), {r.organization_slug for r in records})
+    agents = [_agent_json(r, masked=r.organization_slug not in editable) for r in records]
+    return {"success": True, "agents": agents, "totalCount": len(records)}
 
 
 @router.get(
@@ -75,10 +78,15 @@ async def list_agents(
     responses={**AUTH_RESPONSES, **_AGENT, **INPUT_RESPONSES},
 )
 async def get_agent(request: Request, org: OrgPath, slug: SlugPath, caller: CallerDep) -> Any:
-    """One agent record with its validated definition (defaults filled in)."""
+    """One agent record with its validated definition (defaults filled in). Secrets in it (values
+    under keys such as `api_key`, and key-shaped strings) are masked unless the caller may edit
+    the agent: a secret belongs in the environment, referenced by name."""
     record = await services(request).store.agents.get_agent(org, slug)
     definition = load_record(record).definition.model_dump(mode="json", by_alias=True)
-    return {"success": True, "agent": _agent_json(record), "definition": definition}
+    masked = org not in await organizations(request).editable(actor(caller), {org})
+    if masked:
+        definition = masked_definition(definition)
+    return {"success": True, "agent": _agent_json(record, masked=masked), "definition": definition}
 
 
 @router.put(

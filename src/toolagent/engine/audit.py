@@ -31,7 +31,7 @@ from .audit_chain import (
     row_hash,
     to_utc,
 )
-from .audit_key import audit_key, keyed_genesis
+from .audit_key import AuditKeyMismatch, audit_key, key_refusal, keyed_genesis
 
 #: Rows read per query by `verify`, `export` and `iter_records`.
 BATCH_ROWS = 1000
@@ -181,6 +181,34 @@ class AuditLog:
         self.rows = AuditRows(db)
         self.key: bytes | None = audit_key() if key == "settings" else key
         self._genesis = GENESIS_HASH if self.key is None else keyed_genesis(self.key)
+        self._key_checked = False
+        """The chain's first row was found written under this process's key (or its absence)."""
+
+    def _check_key_in(self, conn: Connection) -> None:
+        """Refuse a chain written under another key (or none); once a row shows it is ours, never again.
+
+        Raises:
+            AuditKeyMismatch: row 1 chains to another scheme's genesis (`engine.audit_key`).
+        """
+        if self._key_checked:
+            return
+        first = AuditRows.first_in(conn)
+        if first is None:
+            return
+        seq, prev_hash = first
+        refusal = key_refusal(prev_hash, self.key) if seq == 1 else None
+        if refusal is not None:
+            raise AuditKeyMismatch(refusal)
+        self._key_checked = True
+
+    async def check_key(self) -> None:
+        """Refuse, before anything is written, a store whose audit chain another key wrote.
+
+        Raises:
+            AuditKeyMismatch: this process's audit key (or its absence) is not the chain's.
+        """
+        async with self.db.begin() as conn:
+            await conn.run_sync(self._check_key_in)
 
     async def append(self, entry: AuditEntry) -> int:
         """Record `entry` at the end of the chain and return its sequence number.
@@ -194,20 +222,27 @@ class AuditLog:
     def append_in(self, conn: Connection, entry: AuditEntry) -> int:
         """`append` inside the caller's transaction: the entry commits or rolls back with it."""
         key = self.key
-        return self.rows.append_in(
+        seq = self.rows.append_in(
             conn, _stored_fields(entry), utcnow(), lambda f, prev: row_hash(f, prev, key), genesis=self._genesis
         )
+        # Checked after the append, under the chain's lock: a first row another writer just made
+        # is seen, and a refusal rolls the append back with the caller's transaction.
+        self._check_key_in(conn)
+        return seq
 
     def append_many_in(self, conn: Connection, entries: Sequence[AuditEntry]) -> list[int]:
         """Append `entries` in order inside the caller's transaction, moving the chain head once."""
         key = self.key
-        return self.rows.append_many_in(
+        seqs = self.rows.append_many_in(
             conn,
             [_stored_fields(e) for e in entries],
             utcnow(),
             lambda f, prev: row_hash(f, prev, key),
             genesis=self._genesis,
         )
+        if seqs:
+            self._check_key_in(conn)
+        return seqs
 
     async def head(self) -> tuple[int, str] | None:
         """The newest `(seq, hash)`, or None for an empty log."""

@@ -8,6 +8,12 @@ stored: a chain whose first row chains to the zero genesis is unkeyed, one whose
 to the key's genesis is keyed, and with a key configured an unkeyed chain fails verification (so
 rewriting a keyed chain as an unkeyed one is detected too).
 
+A writer must hold the key its chain was written with: a process started without the key (or with
+another one) would append rows that `audit verify` can only report as changed, which reads as
+tampering. So `AuditLog` refuses to append to a chain whose first row names another scheme
+(`AuditKeyMismatch`, naming `TOOLAGENT_AUDIT_KEY`), at start and on its first append. A keyed
+writer on an unkeyed chain is not refused: verify names that cause itself ("row 1 is not keyed").
+
 What a key alone cannot show is rows dropped from the end with the head moved back to a row
 that was valid. A signed head (`export-head`) kept away from the store closes that: the store must
 still hold that row, at that seq, with that hash.
@@ -25,6 +31,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..settings import Settings
+from ..store.audit import GENESIS_HASH
 
 #: What a keyed chain's first row chains to is the HMAC of this text.
 KEYED_GENESIS_LABEL = b"toolagent audit chain genesis v1"
@@ -57,6 +64,29 @@ def audit_key(settings: Settings | None = None) -> bytes | None:
             raise UsageError(f"TOOLAGENT_AUDIT_KEY_FILE: {s.audit_key_file} is empty; put the audit key in it")
         return key
     return None
+
+
+class AuditKeyMismatch(UsageError):
+    """This process's audit key is not the one the store's audit chain was written with."""
+
+
+def key_refusal(first_prev_hash: str, key: bytes | None) -> str | None:
+    """Why a writer holding `key` (None: no key) may not append to a chain whose row 1 chains to
+    `first_prev_hash`, or None."""
+    if key is None:
+        if first_prev_hash == GENESIS_HASH:
+            return None
+        return (
+            "the store's audit chain is keyed, but this process has no audit key: set TOOLAGENT_AUDIT_KEY "
+            "(or TOOLAGENT_AUDIT_KEY_FILE) to the key the chain was written with; an unkeyed row would make "
+            "`toolagent audit verify` report the chain as changed"
+        )
+    if first_prev_hash == GENESIS_HASH or hmac.compare_digest(first_prev_hash, keyed_genesis(key)):
+        return None
+    return (
+        "the store's audit chain was written with another audit key: set TOOLAGENT_AUDIT_KEY "
+        "(or TOOLAGENT_AUDIT_KEY_FILE) to the key the chain was written with"
+    )
 
 
 @dataclass(frozen=True)
@@ -130,4 +160,14 @@ def parse_head(text: str, where: str) -> SignedHead:
     return SignedHead(seq, hash_, at, scheme, sig)
 
 
-__all__ = ["HEAD_SCHEME", "KEYED_GENESIS_LABEL", "SignedHead", "audit_key", "keyed_genesis", "parse_head", "sign_head"]
+__all__ = [
+    "AuditKeyMismatch",
+    "key_refusal",
+    "HEAD_SCHEME",
+    "KEYED_GENESIS_LABEL",
+    "SignedHead",
+    "audit_key",
+    "keyed_genesis",
+    "parse_head",
+    "sign_head",
+]

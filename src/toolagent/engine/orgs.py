@@ -42,6 +42,7 @@ from .ownership import (
     check_level,
     check_new_org,
     check_org_admin,
+    may_edit_agents,
     needed_role,
     parse_role,
 )
@@ -89,6 +90,17 @@ class Organizations:
         """The organization as `actor` sees it (exists, the actor's role)."""
         async with self.db.begin() as conn:
             return await conn.run_sync(self._state_in, org, actor)
+
+    async def editable(self, actor: Actor, orgs: set[str]) -> set[str]:
+        """The organizations of `orgs` whose agents `actor` may change (the others' are read masked)."""
+        if actor.operator:
+            return set(orgs)
+
+        def read(conn: Connection) -> set[str]:
+            return {org for org in orgs if may_edit_agents(actor, self._state_in(conn, org, actor))}
+
+        async with self.db.begin() as conn:
+            return await conn.run_sync(read)
 
     def _audit(
         self, conn: Connection, actor: Actor, event: str, reason: str, arguments: dict[str, Any], denied: bool = False

@@ -9,8 +9,11 @@ An agent belongs to the organization of its `org/slug`. Users belong to organiza
 | `admin`  | all of that, change an agent's `security` block, and manage the members        |
 
 A user whose global level is `admin` acts as admin of every organization, unless the API key in
-use is scoped to tool categories: such a key acts only with the user's memberships. Whatever the
-role, a `view_only` user changes no agent. Storing the first agent of an organization that does
+use is scoped to tool categories: such a key acts only with the user's memberships. A role never
+exceeds what the user's level allows (`LEVEL_ROLE_CAP`): a `view_only` user acts as a `viewer`
+whatever role it was granted, so it changes no agent and manages no members (the role it holds
+takes effect once its level is raised). A level grants no organization role by itself either:
+only `admin` does, as above. Storing the first agent of an organization that does
 not exist yet creates it with the caller as its admin; any level that may change agents may do
 that, and the new organization's name must be a plain slug (`NEW_ORG_SLUG`), so look-alikes
 (`Demo`, `demo `) cannot be started next to an existing one. The local operator (the CLI, which
@@ -127,9 +130,18 @@ class OrgState:
     """Some member is an admin (else only global admins administer it)."""
 
 
+#: The strongest role a global level may act with in any organization, whatever role it holds.
+LEVEL_ROLE_CAP: Final[dict[str, Role]] = {"view_only": "viewer"}
+
+
 def effective_role(actor: Actor, state: OrgState) -> str | None:
-    """The role the actor acts with in the organization."""
-    return "admin" if actor.is_global_admin else state.role
+    """The role the actor acts with in the organization: its membership, capped by its level."""
+    if actor.is_global_admin:
+        return "admin"
+    cap = LEVEL_ROLE_CAP.get(actor.level or "") if not actor.operator else None
+    if cap is not None and state.role is not None and not at_least(cap, state.role):  # type: ignore[arg-type]
+        return cap
+    return state.role
 
 
 def _security_block(record: AgentRecord | None) -> tuple[bool, Any]:
@@ -216,10 +228,25 @@ def check_agent_change(actor: Actor, state: OrgState, action: Action, ref: str, 
     )
 
 
+def may_edit_agents(actor: Actor, state: OrgState) -> bool:
+    """`actor` may change the organization's agents (so sees their secrets as stored; everyone else
+    reads them masked, `engine.agent_masking`)."""
+    if actor.operator:
+        return True
+    return check_level(actor) is None and at_least(effective_role(actor, state), "editor")
+
+
 def check_org_admin(actor: Actor, state: OrgState, what: str) -> str | None:
     """Why `actor` may not `what` (e.g. "manage the members of") the organization, or None."""
-    if at_least(effective_role(actor, state), "admin"):
+    role = effective_role(actor, state)
+    if at_least(role, "admin"):
         return None
+    if role != state.role:
+        return (
+            f"user '{actor.name}' may not {what} organization '{state.slug}': it has the {state.role} role "
+            f"there, but its level {actor.level} acts as {role} at most in any organization "
+            f"(`toolagent users set-level {actor.name} execute_basic` raises it)"
+        )
     has = _has(actor, state.role)
     return (
         f"user '{actor.name}' may not {what} organization '{state.slug}': that needs its admin role "
@@ -230,6 +257,7 @@ def check_org_admin(actor: Actor, state: OrgState, what: str) -> str | None:
 
 __all__ = [
     "EDITING_LEVELS",
+    "LEVEL_ROLE_CAP",
     "NEW_ORG_SLUG",
     "ROLES",
     "Action",
@@ -243,6 +271,7 @@ __all__ = [
     "check_org_admin",
     "effective_role",
     "grant_hint",
+    "may_edit_agents",
     "needed_role",
     "parse_role",
     "security_changed",

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp import ClientSession
-from mcp.types import CallToolResult
+import anyio
+from mcp import ClientSession, MCPError
+from mcp.types import REQUEST_TIMEOUT, CallToolResult
 
 from .arguments import Quick, quick_check
 
@@ -26,6 +27,22 @@ class CheckedSession(ClientSession):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._quick_results: dict[str, tuple[Any, Quick | None]] = {}
+        self.abandoned_calls = 0
+        """Calls given up before their answer (timed out or cancelled): the server may still be busy
+        in them when the connection closes (`mcp.server_process`)."""
+
+    async def call_tool(self, *args: Any, **kwargs: Any) -> CallToolResult:
+        """The SDK's `call_tool`, counting the calls abandoned before their answer."""
+        try:
+            result: CallToolResult = await super().call_tool(*args, **kwargs)
+            return result
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                self.abandoned_calls += 1
+            raise
+        except anyio.get_cancelled_exc_class():
+            self.abandoned_calls += 1
+            raise
 
     async def validate_tool_result(self, name: str, result: CallToolResult) -> None:
         """Return at once for a structured result the tool's output schema surely accepts; else

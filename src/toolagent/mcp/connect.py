@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
+import anyio
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.session import MessageHandlerFnT
@@ -15,6 +19,7 @@ from mcp.types import Implementation
 from .checked_session import CheckedSession
 from .config import HttpServer, ServerParams, StdioServer
 from .diagnose import HttpTrace
+from .server_process import guarded, read_pid, stop_after_grace, supported
 
 CLIENT_INFO = Implementation(name="toolagent", version="0.1.0")
 
@@ -38,9 +43,30 @@ async def connect(
         trace: records the HTTP error answers of the connection (status, body), which the SDK drops.
     """
     async with contextlib.AsyncExitStack() as stack:
+        pid_file: Path | None = None
+        session: CheckedSession | None = None
         if isinstance(params, StdioServer):
-            server = StdioServerParameters(command=params.command, args=params.args, env=params.env, cwd=params.cwd)
+            launch = None
+            if supported():
+                fd, name = tempfile.mkstemp(prefix="toolagent-mcp-", suffix=".pid")
+                os.close(fd)
+                pid_file = Path(name)
+                stack.callback(pid_file.unlink, missing_ok=True)
+                launch = guarded(params.command, list(params.args), env=params.env, cwd=params.cwd, pid_file=pid_file)
+            command, args = launch or (params.command, list(params.args))
+            # The stop of a server left busy in an abandoned call runs beside the SDK's own shutdown
+            # (which waits seconds before it signals), and is cancelled once that shutdown is done.
+            stopper = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(stopper.cancel_scope.cancel)
+            server = StdioServerParameters(command=command, args=args, env=params.env, cwd=params.cwd)
             read, write = await stack.enter_async_context(stdio_client(server, errlog=cast(TextIO, errlog)))
+
+            async def stop_if_abandoned() -> None:
+                pid = read_pid(pid_file) if launch is not None and pid_file is not None else None
+                if session is not None and session.abandoned_calls and pid is not None:
+                    stopper.start_soon(stop_after_grace, pid)
+
+            stack.push_async_callback(stop_if_abandoned)
         else:
             assert isinstance(params, HttpServer)
             hooks = {"response": [trace.on_response]} if trace is not None else {}

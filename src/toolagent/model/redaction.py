@@ -22,6 +22,9 @@ hide useful facts (`{"token": null}` says no token was sent).
   logged or shown is masked.
 
 `redact_values` is what the store's write verbs call on a row before it is written.
+
+Masking is idempotent: text or data masked once comes out of a second pass unchanged, so a value
+masked by the recorder and again by the store stays `password=[REDACTED]`.
 """
 
 from __future__ import annotations
@@ -151,7 +154,9 @@ def _sub_pairs(text: str) -> str:
     while (m := _PAIR.search(text, pos)) is not None:
         out.append(text[pos : m.end()])
         pos = m.end()
-        if not is_sensitive_key(m.group("key")):
+        # A value masked already is left whole: the bare-value rule stops at `]`, and masking
+        # `[REDACTED` again would leave `[REDACTED]]` (masking is idempotent).
+        if text.startswith(REDACTED, pos) or not is_sensitive_key(m.group("key")):
             continue
         value = (_QUOTED_VALUE if m.group("quote") else _BARE_VALUE).match(text, pos)
         if value is None:
@@ -229,7 +234,12 @@ def redact_known(text: str) -> str:
     mangle what the data deliberately kept (base64 media)."""
     for secret in _KNOWN.get():
         if secret in text:
-            text = text.replace(secret, REDACTED)
+            if secret in REDACTED:
+                # A secret spelled inside the mask (`DACT`) is replaced only between masks, so
+                # neither an earlier mask nor this one is broken.
+                text = REDACTED.join(part.replace(secret, REDACTED) for part in text.split(REDACTED))
+            else:
+                text = text.replace(secret, REDACTED)
     return text
 
 

@@ -1,9 +1,11 @@
 """Which keys name a secret: a mapping value is masked whole when its key does (`redaction`).
 
 Keys are split into word parts (`_`, `-`, `.`, spaces and camelCase), so `api_key`, `apiKey`,
-`X-Api-Key` and `key` match while `keyword`, `monkey` and `max_tokens` do not. Keys that name
-*about* a secret (`key_id`, `token_type`, `password_file`) and well-known non-secret keys
-(`primary_key`, `public_key`, `page_token`) are left alone.
+`X-Api-Key` and `key` match while `keyword`, `monkey` and `max_tokens` do not; a trailing number
+does not hide a word (`password2`, `apiKey2`). Keys that name *about* a secret (`key_id`,
+`token_type`, `password_file`) and well-known non-secret keys (`primary_key`, `public_key`,
+`page_token`) are left alone. "About" is judged by the word right after the last secret word, not
+by the key's end: `token_env` names where a token is kept, `SECRET_TOKEN_IN_ENV` holds one.
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ _HARMLESS_QUALIFIERS = frozenset(
 #: Parts that name secrets even when a harmless-looking suffix follows (`session_id`).
 _ALWAYS_SECRET = frozenset({"session", "sessionid", "sessid", "phpsessid", "jsessionid", "csrf", "xsrf"})
 
+_DIGITS = "0123456789"
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[\s_.\-/:]+")
 
@@ -166,15 +169,16 @@ def is_sensitive_key(key: str) -> bool:
         return False
     if any(parts[i] in _ALWAYS_SECRET for i in hits):
         return True
-    if len(parts) > 1 and parts[-1] in _ABOUT_SUFFIXES:
-        return False
     last = hits[-1]
+    if last + 1 < len(parts) and parts[last + 1] in _ABOUT_SUFFIXES:
+        return False
     if last > 0 and parts[last - 1] in _HARMLESS_QUALIFIERS and parts[last] in ("key", "token"):
         return False
     return True
 
 
 def _part_is_sensitive(part: str) -> bool:
+    part = part.rstrip(_DIGITS)
     return (
         part in _SENSITIVE_PARTS
         or part in _SENSITIVE_COMPOUNDS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,6 +43,10 @@ class SqlPolicy:
     max_bytes: int = DEFAULT_MAX_BYTES
     allowed_catalog_tables: frozenset[str] = frozenset()
     refuse_catalogs: bool = False
+    table_columns: Mapping[str, Iterable[str]] | tuple[tuple[str, frozenset[str]], ...] | None = None
+    """The known columns of tables, by table name (normalized as `allowed_tables`): `t.f` on such
+    a table, where `f` is none of them, is judged as the call `f(t)` PostgreSQL makes of it. Kept
+    as a tuple of `(table, frozenset of columns)` pairs, so the policy stays hashable."""
 
     def __post_init__(self) -> None:
         # Accept any iterable from callers, but store frozensets so the policy stays hashable.
@@ -55,10 +59,22 @@ class SqlPolicy:
             "allowed_catalog_tables",
             frozenset(normalize_table_name(t) for t in self.allowed_catalog_tables if t.strip()),
         )
+        if self.table_columns is not None:
+            items = self.table_columns.items() if isinstance(self.table_columns, Mapping) else self.table_columns
+            pairs = tuple(sorted((normalize_table_name(t), frozenset(cols)) for t, cols in items))
+            object.__setattr__(self, "table_columns", pairs)
         if isinstance(self.max_bytes, bool) or not isinstance(self.max_bytes, int) or self.max_bytes <= 0:
             raise ValueError(f"max_bytes must be a positive integer, got {self.max_bytes!r}")
         # Raises ValueError naming the dialect when sqlglot does not know it.
         Dialect.get_or_raise(self.dialect)
+
+    def columns_of(self, table: str) -> frozenset[str] | None:
+        """The known columns of `table` (a normalized name), None when they are not known."""
+        pairs = self.table_columns if isinstance(self.table_columns, tuple) else ()
+        for name, columns in pairs:
+            if name == table:
+                return columns
+        return None
 
     @classmethod
     def from_security(
@@ -72,7 +88,7 @@ class SqlPolicy:
         Operations are upper-cased; None keeps `DEFAULT_DENIED_OPERATIONS`. Table names follow
         PostgreSQL identifier rules (`Users` -> `users`, `"Users"` stays `Users`,
         `public.users` -> `users`); None means no allowlist. Other keywords (`dialect`,
-        `read_only`, `max_bytes`, `allowed_catalog_tables`, `refuse_catalogs`) are passed through. Raises ValueError for a malformed name.
+        `read_only`, `max_bytes`, `allowed_catalog_tables`, `refuse_catalogs`, `table_columns`) are passed through. Raises ValueError for a malformed name.
         """
         ops = DEFAULT_DENIED_OPERATIONS if denied_operations is None else frozenset(denied_operations)
         tables = None

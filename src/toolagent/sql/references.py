@@ -7,9 +7,13 @@ sqlglot parses these as field or column accesses, so the function allowlist neve
 call: `select ('/etc/passwd').pg_read_file` ran `pg_read_file`. The rules here keep only
 forms whose meaning the guard can pin down without the catalog:
 
-* `name.column` where `name` is a table, alias, CTE or function alias visible in that query
-  (if `column` is not a real column, PostgreSQL calls a function taking the whole row; the
-  built-in ones that accept any row only compute values, e.g. `row_to_json`);
+* `name.column` where `name` is a table, alias, CTE or function alias visible in that query.
+  If `column` is not a real column, PostgreSQL calls the function `column(name)` on the whole
+  row (`u.row_to_json` is `row_to_json(u)`). Where the FROM item's columns are known (a table
+  named in `SqlPolicy.table_columns`, or a CTE or subquery whose select list names its columns),
+  a name that is none of them is judged as that call: allowed only for an allowed function. The
+  built-ins that accept any row only compute values; what this closes is a user-defined function
+  of the table's row type. Where the columns are not known the name is taken for a column;
 * `schema.table.column` where `table` is visible and `schema` is not a FROM item name;
 * qualified function calls `pg_catalog.f(...)` (the function rule checks `f`).
 
@@ -29,8 +33,10 @@ from collections.abc import Iterable
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, ScopeType, traverse_scope
 
+from .builtins import SAFE_FUNCTIONS, SYNTAX_CALL_WORDS
 from .names import fold_identifier
 from .policy import SqlPolicy
+from .tree import table_name
 
 _ATTRIBUTE_HINT = "PostgreSQL reads attribute notation x.f as the function call f(x)"
 
@@ -83,7 +89,54 @@ def _visible(scope: Scope, spellings: dict[str, set[str]]) -> set[str]:
     return names
 
 
-def _column_reasons(column: exp.Column, visible: set[str]) -> list[str]:
+def _sources(scope: Scope, spellings: dict[str, set[str]]) -> dict[str, object]:
+    """Each visible FROM item's folded name -> its source (`exp.Table`, or the `Scope` of a CTE or subquery)."""
+    sources: dict[str, object] = {}
+    if scope.scope_type in _INHERITING_SCOPES and scope.parent is not None:
+        sources.update(_sources(scope.parent, spellings))
+    for key, source in scope.sources.items():
+        for name in spellings.get(key, {fold_identifier(key, quoted=False)}):
+            sources[name] = source
+    return sources
+
+
+def _output_name(select: exp.Expression) -> str | None:
+    ident = select.args.get("alias") if isinstance(select, exp.Alias) else select.this
+    if isinstance(select, (exp.Alias, exp.Column)):
+        return _folded(ident)
+    return None  # PostgreSQL names other expressions itself (`count`, `?column?`)
+
+
+def _known_columns(source: object, policy: SqlPolicy) -> frozenset[str] | None:
+    """The columns of a FROM item when the guard knows them all, else None."""
+    if isinstance(source, exp.Table):
+        name = table_name(source)
+        return policy.columns_of(name.display()) if name is not None and name.schema != "?" else None
+    if isinstance(source, Scope):
+        selects = getattr(source.expression, "selects", None) or []
+        names = [_output_name(s) for s in selects]
+        if not names or None in names:
+            return None
+        return frozenset(n for n in names if n is not None)
+    return None
+
+
+def _row_call_reasons(column: exp.Column, table: str, known: frozenset[str] | None) -> list[str]:
+    """`table.f` where `table`'s columns are known and `f` is none of them: the call `f(table)`."""
+    name = _folded(column.this)
+    if known is None or name is None or name in known:
+        return []
+    if name in SAFE_FUNCTIONS and name not in SYNTAX_CALL_WORDS:
+        return []
+    return [
+        f"{column.sql(dialect='postgres')}: '{table}' has no column '{name}', so PostgreSQL calls "
+        f"{name}({table}) ({_ATTRIBUTE_HINT}); function {name} is not allowed"
+    ]
+
+
+def _column_reasons(
+    column: exp.Column, visible: set[str], sources: dict[str, object] | None = None, policy: SqlPolicy | None = None
+) -> list[str]:
     shown = column.sql(dialect="postgres")
     if column.args.get("catalog") is not None:
         return [f"column reference {shown} has four parts; {_ATTRIBUTE_HINT}, so it is refused"]
@@ -98,6 +151,8 @@ def _column_reasons(column: exp.Column, visible: set[str]) -> list[str]:
             f"'{table}' in {shown} is not a table or alias of this query; {_ATTRIBUTE_HINT}, "
             "so only FROM items may qualify a column"
         ]
+    if sources is not None and policy is not None and table in sources:
+        return _row_call_reasons(column, table, _known_columns(sources[table], policy))
     return []
 
 
@@ -122,11 +177,12 @@ def rule_attribute_notation(statement: exp.Expression, policy: SqlPolicy) -> lis
         scopes = []
     for scope in scopes:
         visible = _visible(scope, spellings)
+        sources = _sources(scope, spellings)
         for column in scope.columns:
             if id(column) in checked:
                 continue
             checked.add(id(column))
-            reasons.extend(_column_reasons(column, visible))
+            reasons.extend(_column_reasons(column, visible, sources, policy))
     # Columns no scope covers (DML statements, odd shapes): judge them against every FROM item
     # and DML target of the statement.
     everywhere = _names(spellings, spellings)

@@ -163,6 +163,12 @@ class AuditRows:
             self._last_head = (seq, prev_hash)
         return [c["seq"] for c in chained]
 
+    @staticmethod
+    def first_in(conn: sa.Connection) -> tuple[int, str] | None:
+        """The oldest row's `(seq, prev_hash)`, or None for an empty log."""
+        row = conn.execute(sa.select(audit_log.c.seq, audit_log.c.prev_hash).order_by(audit_log.c.seq).limit(1)).first()
+        return None if row is None else (int(row.seq), str(row.prev_hash))
+
     async def head(self) -> tuple[int, str] | None:
         """The newest `(seq, hash)`, or None for an empty log."""
         async with self.db.begin() as conn:

@@ -6,6 +6,7 @@ Database driver errors are translated to `StoreError` here and only here.
 from __future__ import annotations
 
 import contextlib
+import errno
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -123,6 +124,41 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _prepare_sqlite_file(path: Path) -> None:
+    """Make the SQLite store's folder and file, or say in one line why they cannot be made.
+
+    Raises:
+        UsageError: a parent is a regular file, the file system is read-only or a pseudo file
+            system (`/proc`, `/sys`), a folder is missing and cannot be made, or permission is denied.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.touch()  # SQLite's own message for a file it cannot make is "unable to open database file"
+    except OSError as exc:
+        raise UsageError(f"cannot create the SQLite store {path}: {_why_not(path, exc)}; {_DB_FIX}") from exc
+
+
+_DB_FIX = f"give --db / {DATABASE_URL_ENV} a file in a folder you can write to, e.g. ./.toolagent/toolagent.db"
+
+
+def _why_not(path: Path, exc: OSError) -> str:
+    """The reason a store path cannot be made, naming the part of it at fault."""
+    for ancestor in reversed(path.parents):
+        if ancestor.exists() and not ancestor.is_dir():
+            return f"{ancestor} is a file, not a folder"
+    if exc.errno == errno.EROFS:
+        return f"{exc.filename or path.parent} is on a read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied on {exc.filename or path.parent}"
+    if exc.errno == errno.ENOENT:
+        missing = next((a for a in reversed(path.parents) if not a.exists()), None)
+        if missing is None:
+            return f"no file can be made in {path.parent} (a pseudo file system such as /proc?)"
+        return f"{missing} does not exist and cannot be made (a pseudo file system, or a missing mount?)"
+    return f"{exc.strerror or exc} ({exc.filename or path})"
+
+
 class Database:
     """An async engine plus migrations and error translation."""
 
@@ -144,7 +180,7 @@ class Database:
                     f"the SQLite store {path} is a directory: give --db / {DATABASE_URL_ENV} a file path, "
                     "e.g. sqlite+aiosqlite:///./.toolagent/toolagent.db"
                 )
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            _prepare_sqlite_file(Path(path.split("?", 1)[0]))
             self.engine: AsyncEngine = create_async_engine(self.url, connect_args={"timeout": 30})
             event.listen(self.engine.sync_engine, "connect", sqlite_pragmas)
         else:

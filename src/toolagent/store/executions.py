@@ -41,7 +41,7 @@ from ..model.owner import Owner, boot_id, gone, pid_alive
 from ..model.status import ExecutionStatus
 from ..model.times import as_utc
 from . import engine_tables as et
-from .db import Database
+from .db import Database, utcnow
 from .prepared import Prepared
 
 _T = et.executions
@@ -223,7 +223,10 @@ class ExecutionStore:
             query = query.where(_T.c.run_id == run_id)
         async with self.db.begin() as conn:
             rows = (await conn.execute(query)).all()
-        return [Execution.from_row(r) for r in rows]
+        executions = [Execution.from_row(r) for r in rows]
+        if await self.close_orphans(executions):
+            return await self.running(user=user, run_id=run_id, categories=categories)
+        return executions
 
     async def run_categories(self, run_id: str, *, user: str | None = None) -> set[str]:
         """The categories of the tools a run's recorded steps used (of one user's steps)."""
@@ -303,8 +306,28 @@ class ExecutionStore:
         by: str | None = _RUN_CANCELLED_BY.execute(conn, {"b_run_id": run_id}).scalar()
         return by
 
-    async def close_interrupted(self, me: Owner, now: datetime) -> list[str]:
-        """Close as `failed` / `interrupted` the running rows whose process is certainly gone (module docstring)."""
+    async def close_orphans(self, executions: Iterable[Execution]) -> bool:
+        """Close the running ones among `executions` whose process is certainly gone; whether any was.
+
+        A long-lived reader (the API server) would otherwise list a killed process's call as
+        running until an engine starts on the store again.
+        """
+        me, now = Owner.current(), utcnow()
+        ids = [
+            e.id
+            for e in executions
+            if e.status == ExecutionStatus.RUNNING
+            and e.owner is not None
+            and e.started_at is not None
+            and _orphaned(_OwnedRow(e.owner, e.timeout_ms), me, now, as_utc(e.started_at) or now) is not None
+        ]
+        return bool(ids) and bool(await self.close_interrupted(me, now, ids=ids))
+
+    async def close_interrupted(
+        self, me: Owner, now: datetime, *, run_id: str | None = None, ids: Collection[str] | None = None
+    ) -> list[str]:
+        """Close as `failed` / `interrupted` the running rows whose process is certainly gone (module
+        docstring): every such row, or only those of the run `run_id`, or only `ids`."""
         query = sa.select(
             _T.c.id,
             _T.c.tool,
@@ -316,6 +339,10 @@ class ExecutionStore:
             _T.c.owner_host,
             _T.c.owner_boot,
         ).where(_T.c.status == ExecutionStatus.RUNNING)
+        if run_id is not None:
+            query = query.where(_T.c.run_id == run_id)
+        if ids is not None:
+            query = query.where(_T.c.id.in_(sorted(ids)))
         async with self.db.begin() as conn:
             rows = (await conn.execute(query)).all()
         closed: list[str] = []
@@ -455,6 +482,26 @@ class ExecutionStore:
                     .group_by(_T.c.tool, bucket),
                 )
             )
+
+
+@dataclass(frozen=True)
+class _OwnedRow:
+    """What `_orphaned` reads of a row, from an `Execution`."""
+
+    owner: Owner
+    timeout_ms: int | None
+
+    @property
+    def owner_pid(self) -> int:
+        return self.owner.pid
+
+    @property
+    def owner_host(self) -> str:
+        return self.owner.host
+
+    @property
+    def owner_boot(self) -> str:
+        return self.owner.boot
 
 
 def _orphaned(row: Any, me: Owner, now: datetime, started: datetime) -> str | None:

@@ -19,6 +19,7 @@ from ..model.execution import Execution
 from ..model.status import ExecutionStatus
 from . import engine_tables as et
 from .db import Database
+from .executions import ExecutionStore
 
 _T = et.executions
 
@@ -189,7 +190,12 @@ class ExecutionHistory:
             page = sa.select(keys.c.id).order_by(keys.c.started_at.desc(), keys.c.id.desc()).limit(limit).offset(offset)
             stmt = sa.select(_T).where(_T.c.id.in_(page.scalar_subquery())).order_by(*newest_first)
         async with self.db.begin() as conn:
-            return [Execution.from_row(r) for r in await conn.execute(stmt)]
+            executions = [Execution.from_row(r) for r in await conn.execute(stmt)]
+        # A running row of a killed process is closed before it is shown (as in the active list).
+        if any(e.status == ExecutionStatus.RUNNING for e in executions):
+            if await ExecutionStore(self.db).close_orphans(executions):
+                return await self.page(where, limit=limit, offset=offset)
+        return executions
 
     async def stats(self, where: ExecutionFilter) -> Stats:
         """Statistics over every matching execution.

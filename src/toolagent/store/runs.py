@@ -236,7 +236,16 @@ class RunStore:
                 )
                 await self._save_interrupted_deliverable(conn, row.id, error, now)
             closed.append(row.id)
+            # Its running step's execution ended with the same process: closed now, by the same rule,
+            # not left `running` in the active list and history until an engine starts again.
+            await self._executions.close_interrupted(me, now, run_id=row.id)
         return closed
+
+    @functools.cached_property
+    def _executions(self) -> Any:
+        from .executions import ExecutionStore
+
+        return ExecutionStore(self.db)
 
     @staticmethod
     async def _save_interrupted_deliverable(conn: Any, run_id: str, error: str, now: datetime) -> None:

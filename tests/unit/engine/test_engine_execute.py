@@ -190,6 +190,36 @@ async def test_outcomes_and_audit(db_url: str) -> None:
         assert await engine.active(me) == []
 
 
+#: An environment-style mapping a tool answers: secrets whose keys name them only in their words
+#: (not their ends), and a value given away only by its form under a harmless key.
+ENV_SECRETS = {
+    "SECRET_TOKEN_IN_ENV": "plain-value-0001",
+    "password2": "plain-value-0002",
+    "apiKey2": "plain-value-0003",
+    "DEPLOY_NOTE": "rotate AKIAIOSFODNN7EXAMPLE soon",
+    "CALLBACK": "https://app:plain-value-0004@hooks.internal/x",
+}
+ENV_CLEAR = ("plain-value-000", "AKIAIOSFODNN7EXAMPLE")
+
+
+async def test_secrets_in_an_environment_mapping_are_masked_where_stored_and_answered(db_url: str) -> None:
+    env_text = " ".join(f"{k}={v!r}" for k, v in ENV_SECRETS.items())
+    answer = ToolResult(False, {"env": ENV_SECRETS}, [{"type": "text", "text": env_text}], env_text)
+    async with engine_on(db_url) as engine:
+        me = await user(engine, "bob", "admin")
+        done = await engine.execute(spec(), {"env": ENV_SECRETS}, me, Calls(answer))
+        assert done.status == "success"
+        stored = await engine.get_execution(done.id, me)
+        [listed] = (await engine.history(me, limit=1)).executions
+        audit = await AuditLog(engine.db).query(execution_id=done.id)
+    for shown in (stored, listed):
+        text = repr((shown.arguments, shown.result))
+        assert [c for c in ENV_CLEAR if c in text] == [], text
+        assert shown.result is not None and shown.result.structured is not None
+        assert shown.result.structured["env"]["SECRET_TOKEN_IN_ENV"] == REDACTED
+    assert [c for c in ENV_CLEAR if c in repr([r.arguments for r in audit])] == []
+
+
 async def test_timeout_bounds(sqlite_url: str) -> None:
     async with engine_on(sqlite_url, config=EngineConfig(default_timeout_ms=4000)) as engine:
         me = await user(engine, "bob", "admin")

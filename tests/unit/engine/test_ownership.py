@@ -17,6 +17,7 @@ from toolagent.engine.ownership import (
     check_level,
     check_new_org,
     check_org_admin,
+    effective_role,
     needed_role,
     parse_role,
     security_changed,
@@ -114,11 +115,22 @@ def test_a_refusal_names_the_role_and_the_command_that_grants_it() -> None:
         (ADMIN, None, True),
         (SCOPED_ADMIN, None, False),
         (OPERATOR, None, True),
+        (VIEW_ONLY, "admin", False),  # a role never exceeds the level: view_only acts as viewer
+        (VIEW_ONLY, "editor", False),
     ],
 )
 def test_member_management_needs_the_admin_role(who: Actor, role: str | None, allowed: bool) -> None:
     reason = check_org_admin(who, acme(role), "manage the members of")
     assert (reason is None) == allowed, reason
+    if who is VIEW_ONLY:
+        assert reason is not None and "view_only acts as viewer at most" in reason
+        assert "toolagent users set-level vic execute_basic" in reason
+
+
+@pytest.mark.parametrize("role", [None, "viewer", "editor", "admin"])
+def test_a_role_never_exceeds_the_level(role: str | None) -> None:
+    assert effective_role(VIEW_ONLY, acme(role)) == (None if role is None else "viewer")
+    assert effective_role(BASIC, acme(role)) == role
 
 
 #: (old security block, new security block, changed) — None: no block; "absent": no agent.

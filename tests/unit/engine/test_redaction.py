@@ -88,7 +88,19 @@ JWT = (
         ("otp", True),
         ("pin", True),
         ("dsn", True),
+        # judged by their words, not only their ends: the word after the secret decides "about"
+        ("SECRET_TOKEN_IN_ENV", True),
+        ("github_token_for_ci", True),
+        ("password2", True),
+        ("db_password_2", True),
+        ("apiKey2", True),
+        ("secret_key_v2", True),
+        ("old_password_hash_v1", True),
         # not secrets
+        ("secret_token_env", False),
+        ("password2_required", False),
+        ("max_tokens_2", False),
+        ("keyword2", False),
         ("keyword", False),
         ("keywords", False),
         ("monkey", False),
@@ -215,6 +227,34 @@ def test_key_parts(key: str, parts: list[str]) -> None:
 )
 def test_redacted_text(text: str, expected: str) -> None:
     assert redact_text(text) == expected
+    assert redact_text(expected) == expected  # masking is idempotent: nothing masked is masked again
+
+
+@pytest.mark.parametrize(
+    "masked",
+    [
+        f"password={REDACTED}",
+        f"password: {REDACTED} and more",
+        f"token={REDACTED}&x=1",
+        f"X-Api-Key: {REDACTED}",
+        f"pwd={REDACTED},user=bob",
+        f"passwords={REDACTED} {REDACTED}",
+        f"SECRET_TOKEN_IN_ENV={REDACTED}",
+    ],
+)
+def test_masked_text_is_left_as_it_is(masked: str) -> None:
+    assert redact_text(masked) == masked
+    assert redact({"log": masked, "password": REDACTED}) == {"log": masked, "password": REDACTED}
+
+
+def test_a_remembered_secret_inside_the_mask_does_not_break_the_mask() -> None:
+    import contextvars
+
+    def inside() -> str:
+        redaction.remember_secrets({"password": "DACT"})
+        return redact_text(f"password={REDACTED} DACT")
+
+    assert contextvars.copy_context().run(inside) == f"password={REDACTED} {REDACTED}"
 
 
 @pytest.mark.parametrize(
