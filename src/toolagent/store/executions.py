@@ -312,14 +312,15 @@ class ExecutionStore:
         A long-lived reader (the API server) would otherwise list a killed process's call as
         running until an engine starts on the store again.
         """
+        # Only a process certainly gone: the age rule (past its timeout) is left to the sweep when
+        # an engine starts, which reads the age on that engine's own clock.
         me, now = Owner.current(), utcnow()
         ids = [
             e.id
             for e in executions
             if e.status == ExecutionStatus.RUNNING
             and e.owner is not None
-            and e.started_at is not None
-            and _orphaned(_OwnedRow(e.owner, e.timeout_ms), me, now, as_utc(e.started_at) or now) is not None
+            and gone(e.owner.pid, e.owner.host, e.owner.boot, me) is not None
         ]
         return bool(ids) and bool(await self.close_interrupted(me, now, ids=ids))
 
