@@ -19,3 +19,26 @@ def make_definition(**config_overrides: Any) -> dict[str, Any]:
     data = copy.deepcopy(BASE_DEFINITION)
     data["configuration"].update(config_overrides)
     return data
+
+
+#: Which permission level may run which risk (the matrix the policy decides by), for table tests.
+LEVEL_MAY_RUN: dict[tuple[str, str], bool] = {
+    ("view_only", "safe"): False,
+    ("view_only", "moderate"): False,
+    ("view_only", "dangerous"): False,
+    ("execute_basic", "safe"): True,
+    ("execute_basic", "moderate"): False,
+    ("execute_basic", "dangerous"): False,
+    ("execute_advanced", "safe"): True,
+    ("execute_advanced", "moderate"): True,
+    ("execute_advanced", "dangerous"): False,
+    ("admin", "safe"): True,
+    ("admin", "moderate"): True,
+    ("admin", "dangerous"): True,
+}
+#: The levels a denial names as required, by risk.
+REQUIRED_LEVELS: dict[str, str] = {
+    "safe": "execute_basic, execute_advanced or admin",
+    "moderate": "execute_advanced or admin",
+    "dangerous": "admin",
+}

@@ -40,28 +40,14 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
+from ..model.execution import DURATION_BUCKETS_S
 from ..model.status import CallStatus, ExecutionStatus
 
 #: The `Content-Type` of the rendered text.
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
-#: Upper bounds (seconds) of the duration histograms; `+Inf` is implied.
-DEFAULT_BUCKETS_S: tuple[float, ...] = (
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-    120.0,
-    300.0,
-)
+#: Upper bounds (seconds) of the duration histograms; `+Inf` is implied. The same bounds as the
+#: store's per-tool duration buckets, so the histogram is read from them as counted.
+DEFAULT_BUCKETS_S: tuple[float, ...] = DURATION_BUCKETS_S
 #: `status` label values of `tool_execution_total`.
 EXECUTION_STATUSES = (ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED)
 

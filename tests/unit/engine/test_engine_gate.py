@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from factories import LEVEL_MAY_RUN, REQUIRED_LEVELS
 
 from toolagent.engine.config import EngineConfig
 from toolagent.engine.permissions import parse_scope
@@ -24,25 +25,7 @@ from toolagent.model.permissions import LEVELS, RISKS, can_run, required_for, sc
 from toolagent.model.spec import ToolSpec
 from toolagent.policy import Policy
 
-ALLOWED = {
-    ("view_only", "safe"): False,
-    ("view_only", "moderate"): False,
-    ("view_only", "dangerous"): False,
-    ("execute_basic", "safe"): True,
-    ("execute_basic", "moderate"): False,
-    ("execute_basic", "dangerous"): False,
-    ("execute_advanced", "safe"): True,
-    ("execute_advanced", "moderate"): True,
-    ("execute_advanced", "dangerous"): False,
-    ("admin", "safe"): True,
-    ("admin", "moderate"): True,
-    ("admin", "dangerous"): True,
-}
-REQUIRES = {
-    "safe": "execute_basic, execute_advanced or admin",
-    "moderate": "execute_advanced or admin",
-    "dangerous": "admin",
-}
+ALLOWED, REQUIRES = LEVEL_MAY_RUN, REQUIRED_LEVELS
 
 
 def test_matrix_is_exhaustive() -> None:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from itertools import product
 
 import pytest
+from factories import LEVEL_MAY_RUN, REQUIRED_LEVELS
 
 from toolagent.engine.principals import ApiKey, Principal
 from toolagent.model.entry import ToolEntry
@@ -17,25 +18,7 @@ from toolagent.model.spec import ToolSpec
 from toolagent.policy import ALLOW, Decision, Policy
 from toolagent.tools.base import CallContext
 
-ALLOWED = {
-    ("view_only", "safe"): False,
-    ("view_only", "moderate"): False,
-    ("view_only", "dangerous"): False,
-    ("execute_basic", "safe"): True,
-    ("execute_basic", "moderate"): False,
-    ("execute_basic", "dangerous"): False,
-    ("execute_advanced", "safe"): True,
-    ("execute_advanced", "moderate"): True,
-    ("execute_advanced", "dangerous"): False,
-    ("admin", "safe"): True,
-    ("admin", "moderate"): True,
-    ("admin", "dangerous"): True,
-}
-REQUIRES = {
-    "safe": "execute_basic, execute_advanced or admin",
-    "moderate": "execute_advanced or admin",
-    "dangerous": "admin",
-}
+ALLOWED, REQUIRES = LEVEL_MAY_RUN, REQUIRED_LEVELS
 POLICY = Policy()
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
