@@ -8,7 +8,7 @@ key re-read, counters) runs as admission checks inside the recorded transaction.
 
 from __future__ import annotations
 
-from .decision import ALLOW, Decision, Effect
-from .policy import Asking, KeyState, Policy, ToolFacts
+from .decision import ALLOW, ApprovalTerms, Decision, Effect
+from .policy import Asking, KeyState, Policy, Rules, ToolFacts
 
-__all__ = ["ALLOW", "Asking", "Decision", "Effect", "KeyState", "Policy", "ToolFacts"]
+__all__ = ["ALLOW", "ApprovalTerms", "Asking", "Decision", "Effect", "KeyState", "Policy", "Rules", "ToolFacts"]

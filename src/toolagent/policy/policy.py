@@ -3,7 +3,9 @@
 1. the operator left the tool enabled (`decided_by="operator"`);
 2. for BUILD steps and calls under an agent, the tool is in the agent's tool list (`agent`);
 3. the caller's level covers the tool's risk (`matrix`, the table in `model/permissions.py`);
-4. the API key in use, if any, is active and its scopes cover the tool's category (`api_key`).
+4. the API key in use, if any, is active and its scopes cover the tool's category (`api_key`);
+5. the operator's rules (`Rules`), asked only when 1-4 allow: a rule may deny or ask for
+   approval (`rule:<id>`), never allow what 1-4 refused (rules only narrow).
 
 With no API key in the context, the principal's own key categories (`Principal.categories`, set
 when the caller authenticated with a scoped key) stand in for the scopes: a listing made with a
@@ -78,8 +80,40 @@ class Asking(Protocol):
     def agent_tools(self) -> Sequence[str] | None: ...
 
 
+class Rules(Protocol):
+    """The operator's policy rules: asked after the fixed checks allow (they only narrow)."""
+
+    @property
+    def revision(self) -> str:
+        """Names this set of rules (an approval granted under one revision admits only under it)."""
+        ...
+
+    def judge(
+        self,
+        principal: Principal,
+        tool: ToolFacts,
+        *,
+        args: Mapping[str, Any] | None,
+        context: Asking | None,
+    ) -> Decision | None:
+        """A `deny` or `approve` decision from the first matching rule, or None (no objection)."""
+        ...
+
+
 class Policy:
-    """Decides, for listing and for calling alike; see the module docstring."""
+    """Decides, for listing and for calling alike; see the module docstring.
+
+    `rules` may be swapped at run time (`use_rules`): a reload takes effect at the next decision.
+    """
+
+    __slots__ = ("rules",)
+
+    def __init__(self, rules: Rules | None = None) -> None:
+        self.rules = rules
+
+    def use_rules(self, rules: Rules | None) -> None:
+        """Decide with `rules` from now on (None: the fixed checks alone)."""
+        self.rules = rules
 
     def decide(
         self,
@@ -101,7 +135,8 @@ class Policy:
                 (the admission's re-check of a key revoked since the caller authenticated).
 
         Returns:
-            `ALLOW`, or a denial with its code, reason and what decided.
+            `ALLOW`, a denial with its code, reason and what decided, or (from a rule) `approve`
+            with its `terms`.
         """
         name = tool.name
         if not tool.enabled:
@@ -152,7 +187,12 @@ class Policy:
                 DENIAL_KEY_SCOPE,
                 "api_key",
             )
+        rules = self.rules
+        if rules is not None:
+            judged = rules.judge(principal, tool, args=args, context=context)
+            if judged is not None and judged.effect != "allow":
+                return judged
         return ALLOW
 
 
-__all__ = ["Asking", "KeyState", "Policy", "Principal", "ToolFacts"]
+__all__ = ["Asking", "KeyState", "Policy", "Principal", "Rules", "ToolFacts"]

@@ -62,6 +62,9 @@ class CallContext:
     """The caller's session id (stored with the execution)."""
     metadata: Mapping[str, Any] | None = None
     """The caller's metadata (stored redacted)."""
+    via: str | None = None
+    """How the call came: `cli`, `api`, `gateway`, `worker` or `embedded` (policy rules read it);
+    None: not said (a library caller)."""
     timeout_ms: int | None = None
     """1000..300000; None: the tool's server config, else the engine default."""
     on_admitted: Callable[[Execution], None] | None = field(default=None, compare=False)

@@ -15,7 +15,7 @@ from toolagent.engine.principals import ApiKey, Principal
 from toolagent.model.entry import ToolEntry
 from toolagent.model.permissions import CATEGORIES, LEVELS, RISKS, scope_categories
 from toolagent.model.spec import ToolSpec
-from toolagent.policy import ALLOW, Decision, Policy
+from toolagent.policy import ALLOW, ApprovalTerms, Decision, Policy
 from toolagent.tools.base import CallContext
 
 ALLOWED, REQUIRES = LEVEL_MAY_RUN, REQUIRED_LEVELS
@@ -131,3 +131,45 @@ def test_a_listing_says_what_a_call_would_be_told(caller: Caller) -> None:
         called = POLICY.decide(principal, entry, args={}, context=ctx)
         assert listed.allowed is called.allowed, (entry.name, listed, called)
         assert listed.code == called.code
+
+
+@dataclass
+class RecordingRules:
+    """Rules that answer `answer` and count how often they were asked."""
+
+    answer: Decision | None
+    asked: int = 0
+    revision: str = "r1"
+
+    def judge(self, principal, tool, *, args, context):  # type: ignore[no-untyped-def]
+        self.asked += 1
+        return self.answer
+
+
+def test_rules_are_asked_only_after_the_fixed_checks_allow() -> None:
+    rules = RecordingRules(Decision("deny", "no", "rule", "rule:r"))
+    policy = Policy(rules=rules)
+    refused = policy.decide(user("view_only"), tool(risk="moderate"))
+    assert refused.decided_by == "matrix"
+    assert rules.asked == 0
+    judged = policy.decide(user("admin"), tool(risk="moderate"))
+    assert (judged.effect, judged.decided_by, rules.asked) == ("deny", "rule:r", 1)
+
+
+def test_rules_only_narrow_an_allow_from_a_rule_is_no_answer() -> None:
+    policy = Policy(rules=RecordingRules(ALLOW))
+    assert policy.decide(user("view_only"), tool(risk="moderate")).effect == "deny"
+    assert policy.decide(user("admin"), tool(risk="moderate")) is ALLOW
+
+
+def test_an_approve_decision_carries_its_terms_and_rules_can_be_swapped() -> None:
+    terms = ApprovalTerms("prod-sql", approver_level="admin", expires_s=900, revision="r1")
+    policy = Policy()
+    assert policy.decide(user("admin"), tool(risk="dangerous")) is ALLOW
+    policy.use_rules(RecordingRules(Decision("approve", "needs an admin", "rule", "rule:prod-sql", terms)))
+    decision = policy.decide(user("admin"), tool(risk="dangerous"))
+    assert decision.effect == "approve"
+    assert decision.terms == terms
+    assert not decision.allowed
+    policy.use_rules(None)
+    assert policy.decide(user("admin"), tool(risk="dangerous")) is ALLOW
