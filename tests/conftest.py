@@ -11,18 +11,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-NODE_BIN = REPO_ROOT / "tests" / "node" / "node_modules" / ".bin"
-
-
-def seconds_to_a_fresh_minute(needed_s: float) -> float:
-    """How long to wait so that at least `needed_s` of the current clock minute is left: nothing
-    when that much is left already, else until just past the next minute's start. Rate windows are
-    clock minutes: calls on both sides of a minute's end are counted in two windows, and a burst
-    across it may pass up to twice the quota."""
-    left = 60.0 - time.time() % 60.0
-    return 0.0 if left >= needed_s else left + 0.05
+from _support.repo import NODE_BIN, REPO_ROOT  # noqa: E402
 
 
 def _pg_base_url() -> str | None:

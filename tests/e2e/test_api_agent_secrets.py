@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from org_harness import api_clients, body, definition, grant, provision
+from _support.org_harness import api_clients, body, definition, grant, provision
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 

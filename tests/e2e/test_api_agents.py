@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from api_harness import (  # noqa: F401  (fixtures)
+from _support.api_harness import (  # noqa: F401  (fixtures)
     LiveServer,
     User,
     agent_body,

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from api_harness import probe_servers, provision
+from _support.api_harness import probe_servers, provision
 from fastapi import FastAPI, Request
 
 from toolagent.api import trpc

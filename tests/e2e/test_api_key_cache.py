@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_harness import LiveServer, User, live_server, probe_servers, provision
-from mcp_harness import free_port
+from _support.api_harness import LiveServer, User, live_server, probe_servers, provision
+from _support.mcp_harness import free_port
 
 USERS = [("boss", "admin", "enterprise"), ("leaver", "execute_basic", "enterprise")]
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
+from _support.api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
 from prometheus_client.parser import text_string_to_metric_families
 
 from toolagent.api.app import create_app

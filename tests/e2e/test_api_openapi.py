@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import REPO_ROOT
+from _support.repo import REPO_ROOT
 
 from toolagent.api.app import create_app
 from toolagent.mcp.config import ServersConfig

@@ -8,7 +8,7 @@ import json
 
 import anyio
 import pytest
-from org_harness import api_clients, audit_rows, audit_verifies, body, definition, grant, provision
+from _support.org_harness import api_clients, audit_rows, audit_verifies, body, definition, grant, provision
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import jsonschema
 import pytest
 import schemathesis
-from api_harness import LiveServer, User, live_server, probe_servers, provision
+from _support.api_harness import LiveServer, User, live_server, probe_servers, provision
 from hypothesis import HealthCheck, settings
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance

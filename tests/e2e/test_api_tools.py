@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_harness import LiveServer, User, as_user, live_server, probe_servers, provision, revoke, server, users  # noqa: F401  (fixtures)
-from conftest import seconds_to_a_fresh_minute
+from _support.api_harness import LiveServer, User, as_user, live_server, probe_servers, provision, revoke, server, users  # noqa: F401  (fixtures)
+from _support.repo import seconds_to_a_fresh_minute
 
 pytestmark = pytest.mark.timeout(120)
 

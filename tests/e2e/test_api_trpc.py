@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_harness import LiveServer, User, live_server, probe_servers, provision
-from conftest import REPO_ROOT
+from _support.api_harness import LiveServer, User, live_server, probe_servers, provision
+from _support.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.node]
 

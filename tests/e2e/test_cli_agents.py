@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
-from factories import make_definition
+from _support.factories import make_definition
+from _support.repo import REPO_ROOT
 from typer.testing import CliRunner
 
 from toolagent.cli import app

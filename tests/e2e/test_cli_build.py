@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mcp_harness import PROBE, probe_config, processes_matching
+from _support.mcp_harness import PROBE, probe_config, processes_matching
 from typer.testing import CliRunner
 
 from toolagent.cli import app

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_harness import stuck_config
+from _support.mcp_harness import stuck_config
 
 from toolagent.mcp.server_process import supported
 

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from conftest import REPO_ROOT
-from mcp_harness import free_port, probe_config, read_log
+from _support.mcp_harness import free_port, probe_config, read_log
+from _support.repo import REPO_ROOT
 from typer.testing import CliRunner
 
 from toolagent.cli import app

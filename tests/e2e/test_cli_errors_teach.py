@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
-from mcp_harness import probe_config
+from _support.mcp_harness import probe_config
+from _support.repo import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(300)
 TOOLAGENT = Path(sys.executable).parent / "toolagent"

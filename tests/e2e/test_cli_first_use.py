@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT
+from _support.repo import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(300)
 TOOLAGENT = Path(sys.executable).parent / "toolagent"

@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import REPO_ROOT
+from _support.repo import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(180)
 TOOLAGENT = Path(sys.executable).parent / "toolagent"

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO_ROOT
+from _support.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 BIN = Path(sys.executable).parent

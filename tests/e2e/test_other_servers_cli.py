@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import NODE_BIN, REPO_ROOT
-from mcp_harness import served_page
+from _support.mcp_harness import served_page
+from _support.repo import NODE_BIN, REPO_ROOT
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from _support.repo import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(300)
 PAGE = REPO_ROOT / "docs" / "python-servers.md"

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_harness import free_port, probe_config, read_log
+from _support.mcp_harness import free_port, probe_config, read_log
 
 pytestmark = pytest.mark.timeout(300)
 TOOLAGENT = Path(sys.executable).parent / "toolagent"

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from _support.repo import REPO_ROOT
 
 STUB = """#!/usr/bin/env bash
 # A stand-in for python3 / the venv's python / npm: records the call; `-m venv DIR` and `npm install`

@@ -15,7 +15,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from _support.repo import REPO_ROOT
 
 from toolagent.store.migrations import head_revision
 

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from mcp_harness import probe_config, read_log, servers
+from _support.mcp_harness import probe_config, read_log, servers
 
 from toolagent import build
 from toolagent.agents import load_definition_text, record_from_definition

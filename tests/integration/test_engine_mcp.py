@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from mcp_harness import probe_config, read_log, servers
+from _support.mcp_harness import probe_config, read_log, servers
 
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent

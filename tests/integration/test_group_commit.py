@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import engine_harness
 import pytest
 import sqlalchemy as sa
-from engine_harness import passed
+from _support import engine_harness
+from _support.engine_harness import passed
 
 from toolagent.engine import Engine, EngineConfig, Principal
 from toolagent.engine.audit import AuditLog

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from mcp_harness import probe_config, stuck_config
+from _support.mcp_harness import probe_config, stuck_config
 
 from toolagent.mcp.server_process import supported
 from toolagent.store import open_store

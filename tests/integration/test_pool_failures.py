@@ -19,8 +19,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import NODE_BIN
-from mcp_harness import PROBE, free_port, servers
+from _support.mcp_harness import PROBE, free_port, servers
+from _support.repo import NODE_BIN
 
 from toolagent.errors import ServerUnavailable, UpstreamError
 from toolagent.mcp.pool import ServerPool

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from conftest import REPO_ROOT
+from _support.repo import REPO_ROOT
 
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent
@@ -296,7 +296,7 @@ def test_loading_the_config_imports_no_python_server(tmp_path: Path) -> None:
 
 
 def test_a_function_server_is_listed_and_called_over_rest_and_trpc(tmp_path: Path) -> None:
-    from api_harness import live_server, provision
+    from _support.api_harness import live_server, provision
 
     db = f"sqlite+aiosqlite:///{tmp_path / 'api.db'}"
     users = provision(db, [("bob", "execute_basic", "enterprise")])

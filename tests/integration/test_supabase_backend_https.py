@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import anyio
 import psycopg
 import pytest
+from _support.supabase_project import READER_ROLE, Project, mint, plain, project
 from mcp.server.mcpserver.exceptions import ToolError
-from supabase_project import READER_ROLE, Project, mint, plain, project
 
 from toolagent.errors import StoreError
 from toolagent.servers.supabase.catalog import Catalog

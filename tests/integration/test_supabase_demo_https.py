@@ -16,8 +16,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import REPO_ROOT
-from supabase_project import Project, project
+from _support.repo import REPO_ROOT
+from _support.supabase_project import Project, project
 
 from toolagent.servers.supabase.functions import EXEC_FUNCTION, SCHEMA_FUNCTION
 

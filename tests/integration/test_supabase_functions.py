@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from supabase_project import API_ROLES, READER_ROLE, create_database, drop_database
+from _support.supabase_project import API_ROLES, READER_ROLE, create_database, drop_database
 
 from toolagent.errors import StoreError
 from toolagent.servers.supabase.functions import (

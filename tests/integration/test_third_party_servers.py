@@ -16,8 +16,8 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from conftest import NODE_BIN, REPO_ROOT
-from mcp_harness import node_config, served_page, servers
+from _support.mcp_harness import node_config, served_page, servers
+from _support.repo import NODE_BIN, REPO_ROOT
 
 from toolagent.agents import load_definition_text, record_from_definition
 from toolagent.agents.loaders import LoadedAgent

@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 import sqlalchemy as sa
-from test_workers import Fleet, fleet, plan, store_of, until, until_final  # noqa: F401 - `fleet` is a fixture
+from _support.fleet import Fleet, fleet, plan, store_of, until, until_final  # noqa: F401 - `fleet` is a fixture
 
 from toolagent.store import Store
 from toolagent.store.executions import ExecutionStore
@@ -30,7 +30,7 @@ SECRET = "Zq8vT3-very-secret-value"
 @asynccontextmanager
 async def api(fleet: Fleet) -> AsyncIterator[tuple[httpx.Client, Any]]:
     """The API on the fleet's store with execution `queue`, a client as admin `bob`, and the users."""
-    from api_harness import live_server, provision
+    from _support.api_harness import live_server, provision
 
     users = await anyio.to_thread.run_sync(lambda: provision(fleet.url, [("bob", "admin", "enterprise")]))
     servers = json.loads(fleet.servers.read_text())["mcpServers"]
@@ -213,7 +213,7 @@ async def test_finished_jobs_are_deleted_after_the_retention(fleet: Fleet) -> No
 
 
 async def test_a_key_revoked_while_the_call_waited_is_refused_on_the_worker(fleet: Fleet) -> None:
-    from api_harness import revoke
+    from _support.api_harness import revoke
 
     async with store_of(fleet) as (store, _):
         async with api(fleet) as (http, users):

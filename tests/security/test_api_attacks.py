@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
+from _support.api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
 
 from .yaml_attacks import YAML_BOMBS
 

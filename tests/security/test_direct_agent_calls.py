@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from api_harness import agent_body, provision
+from _support.api_harness import agent_body, provision
 from typer.testing import CliRunner
 
 from toolagent.api.app import create_app

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
+from _support.api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
 
 from toolagent.api.body_limit import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, max_body_bytes_from_env
 from toolagent.errors import ConfigError

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from org_harness import api_clients, audit_rows, audit_verifies, grant, provision
+from _support.org_harness import api_clients, audit_rows, audit_verifies, grant, provision
 
 from toolagent.data import seed_files as packaged_seeds
 from toolagent.seeding import seed_files

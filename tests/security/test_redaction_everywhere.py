@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
-from api_harness import LiveServer, User, agent_body, live_server, provision
-from mcp_harness import node_config
+from _support.api_harness import LiveServer, User, agent_body, live_server, provision
+from _support.mcp_harness import node_config
 from typer.testing import CliRunner
 
 from toolagent.cli import app

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from api_harness import agent_body, provision
+from _support.api_harness import agent_body, provision
 
 from toolagent.api.app import create_app
 from toolagent.mcp.config import ServersConfig

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from api_harness import PROBE_CATEGORY, probe_servers, provision
+from _support.api_harness import PROBE_CATEGORY, probe_servers, provision
 
 from toolagent.api.app import create_app
 from toolagent.mcp.config import ServersConfig

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from _support.repo import REPO_ROOT
 
 from toolagent.errors import UsageError
 from toolagent.servers.supabase.settings import SupabaseSettings

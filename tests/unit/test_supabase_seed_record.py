@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import REPO_ROOT
+from _support.repo import REPO_ROOT
 
 from toolagent.agents.loaders import load_path
 from toolagent.data import demo_payload_file, seed_files

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import yaml
-from factories import make_definition
+from _support.factories import make_definition
 
 from toolagent.agents import load_definition_text, validate_definition
 from toolagent.agents.models import ExecutionMode

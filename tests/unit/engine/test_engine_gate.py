@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from factories import LEVEL_MAY_RUN, REQUIRED_LEVELS
+from _support.factories import LEVEL_MAY_RUN, REQUIRED_LEVELS
 
 from toolagent.engine.config import EngineConfig
 from toolagent.engine.permissions import parse_scope

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import engine_harness
 import pytest
-from engine_harness import passed
+from _support import engine_harness
+from _support.engine_harness import passed
 
 from toolagent.engine import Engine, EngineConfig, ExecutionDenied, Principal
 from toolagent.engine.limits import BudgetUsedUp, month_window

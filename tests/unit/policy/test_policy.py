@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from itertools import product
 
 import pytest
-from factories import LEVEL_MAY_RUN, REQUIRED_LEVELS
+from _support.factories import LEVEL_MAY_RUN, REQUIRED_LEVELS
 
 from toolagent.engine.principals import ApiKey, Principal
 from toolagent.model.entry import ToolEntry

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from _support.repo import REPO_ROOT
 from alembic.script import ScriptDirectory
-from conftest import REPO_ROOT
 
 from toolagent.agents import load_path
 from toolagent.errors import NotFound

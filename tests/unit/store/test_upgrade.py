@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from _support.repo import REPO_ROOT
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from conftest import REPO_ROOT
 
 from toolagent.engine.audit import AuditLog
 from toolagent.store import open_store

@@ -16,8 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from conftest import NODE_BIN, REPO_ROOT
-
+from _support.repo import NODE_BIN, REPO_ROOT
 from toolagent.mcp.config import ServersConfig
 
 PROBE = REPO_ROOT / "tests" / "servers" / "probe_server.py"

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import jwt
 import psycopg
-from postgrest_standin import StandIn, serve
+
+from _support.postgrest_standin import StandIn, serve
 
 #: The project's JWT secret (PostgREST needs at least 32 characters).
 JWT_SECRET = "toolagent-test-jwt-secret-of-at-least-32-chars"

@@ -16,8 +16,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from mcp_harness import free_port, probe_config
 
+from _support.mcp_harness import free_port, probe_config
 from toolagent.store import open_store
 
 #: Risk and category of the probe server's tools, so every cell of the permission matrix is reachable.

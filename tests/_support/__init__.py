@@ -1,0 +1,1 @@
+"""Harnesses the tests share: servers, API processes, stores, factories, worker fleets."""
