@@ -34,6 +34,7 @@ from .tools.base import CallContext, ToolSource
 from .tools.cancellation import CANCEL_WAIT_S
 from .tools.catalogue import Catalogue
 from .tools.function_source import FunctionSource, FunctionTool
+from .tools.records import answered
 from .tools.stack import ToolStack, build_tool_stack
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class Engine(Runtime):
             metadata=metadata,
             timeout_ms=timeout_ms,
         )
-        outcome = await stack.call(self.registry.entry_for(spec), arguments, ctx)
+        outcome = answered(await stack.call(self.registry.entry_for(spec), arguments, ctx))
         if outcome.exception is not None and (outcome.status is CallStatus.DENIED or outcome.record is None):
             raise outcome.exception  # refused, or malformed (never recorded)
         assert outcome.record is not None

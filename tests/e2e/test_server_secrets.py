@@ -62,3 +62,16 @@ def test_a_missing_secret_stops_the_command_at_start_naming_it(tmp_path: Path) -
         assert proc.returncode == 2, proc.stderr
         assert f"secret 'probe_api_key' {tmp_path / 'secrets' / 'probe_api_key'} does not exist" in proc.stderr
         assert "mcpServers.probe.env.API_KEY" in proc.stderr
+
+
+def test_a_direct_answer_is_masked_as_its_stored_record(tmp_path: Path) -> None:
+    # The probe's echo answers the text it was sent: a secret by its form comes back masked,
+    # in the plain and the --json answer alike (no option shows it in clear).
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"probe": probe_config(risk="safe")}}))
+    secret = "AKIAIOSFODNN7EXAMPLE"
+    arguments = json.dumps({"text": f"rotate {secret} soon"})
+    for flags in ([], ["--json"]):
+        proc = toolagent(*flags, "tools", "call", "probe/echo", "--args", arguments, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "rotate [REDACTED] soon" in proc.stdout, proc.stdout
+        assert secret not in proc.stdout + proc.stderr

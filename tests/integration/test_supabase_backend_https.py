@@ -107,11 +107,14 @@ def test_the_guard_refuses_before_anything_is_sent(service_project: Project) -> 
     async def attempt() -> None:
         with pytest.raises(ToolError, match="SQL rejected"):
             await service.execute_sql("DELETE FROM users", 10)
+        assert len(service_project.standin.requests) == before  # nothing sent
         result = await service.execute_sql("SELECT count(*) AS n FROM users", 10)
         assert result.rows == [{"n": 240}]
 
     anyio.run(attempt)
-    assert len(service_project.standin.requests) == before + 1  # only the allowed statement
+    # The allowed statement, after the read of the schema the guard's columns come from.
+    sent = [r["path"] for r in service_project.standin.requests[before:]]
+    assert sent == ["/rest/v1/rpc/toolagent_schema", "/rest/v1/rpc/toolagent_exec_sql"], sent
 
 
 def test_anon_key_with_the_reader_roles_jwt(pg_base_url: str) -> None:

@@ -160,3 +160,33 @@ async def test_server_connected_as_the_reader_works(demo_db: tuple[str, str]) ->
     assert result.rows == [{"n": 2400}]
     schema = await service.get_schema(None)
     assert {t.name for t in schema.tables} == {"users", "agent_conversations", "kpi_metrics", "kpi_data"}
+
+
+@pytest.mark.anyio
+async def test_row_functions_are_judged_on_the_live_columns(demo_db: tuple[str, str]) -> None:
+    import psycopg
+
+    owner = demo_db[0]
+    # A user function of the users row type: `u.leak` is the call leak(u), not a column, and
+    # runs whatever it contains (here it only counts its calls, in a table of its own).
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute("create table leak_calls (n int)")
+        conn.execute(
+            "create function leak(users) returns text language sql volatile as "
+            "$$ insert into leak_calls values (1) returning 'leaked'::text $$"
+        )
+        conn.execute("select u.leak from users u limit 1")  # sent directly, it runs
+        assert conn.execute("select count(*) from leak_calls").fetchone() == (1,)
+    try:
+        service = SupabaseService(SupabaseSettings(backend="postgres", db_url=owner))
+        with pytest.raises(ToolError, match=r"'u' has no column 'leak', so PostgreSQL calls leak\(u\)"):
+            await service.execute_sql("select u.leak from users u limit 1", 10)
+        # A built-in row function and a real column still run.
+        rows = (await service.execute_sql("select u.row_to_json, u.email from users u limit 1", 10)).rows
+        assert len(rows) == 1 and set(rows[0]) == {"row_to_json", "email"}
+        with psycopg.connect(owner, autocommit=True) as conn:
+            assert conn.execute("select count(*) from leak_calls").fetchone() == (1,)
+    finally:
+        with psycopg.connect(owner, autocommit=True) as conn:
+            conn.execute("drop function leak(users)")
+            conn.execute("drop table leak_calls")

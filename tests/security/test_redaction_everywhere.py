@@ -134,14 +134,23 @@ def test_api_build_stores_and_shows_no_secret(api: tuple[User, LiveServer, Path]
     assert leaks(srv.server_log()) == []
 
 
-def test_api_execute_stores_no_echoed_secret(api: tuple[User, LiveServer, Path]) -> None:
+def test_api_execute_answers_and_stores_no_echoed_secret(api: tuple[User, LiveServer, Path]) -> None:
     ann, srv, db_file = api
     with srv.client(ann) as client:
         done = client.post("/api/tools/execute", json={"name": "everything/echo", "arguments": {"message": MESSAGE}})
         assert done.status_code == 200, done.text[:500]
         execution_id = done.json()["executionId"]
         status = client.get(f"/api/tools/executions/{execution_id}").text
-    assert leaks(status) == []
+        trpc = client.post(
+            "/trpc/tools.executeTool", json={"name": "everything/echo", "arguments": {"message": MESSAGE}}
+        )
+        assert trpc.status_code == 200, trpc.text[:500]
+    # The direct answers are masked as the stored record is.
+    assert {"rest": leaks(done.text), "trpc": leaks(trpc.text), "status": leaks(status)} == {
+        "rest": [],
+        "trpc": [],
+        "status": [],
+    }
     assert leaks(store_text(db_file)) == []
 
 

@@ -42,6 +42,7 @@ from ..model.execution import Execution
 from ..model.spec import split_name
 from ..model.status import CallStatus, ExecutionStatus, StepStatus
 from ..tools.base import CallContext, CallOutcome
+from ..tools.records import answered
 from ..tools.under_agent import under_agent
 from ..workers.app import submitting
 from .auth import Caller
@@ -192,7 +193,8 @@ async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, rep
 
 
 async def _answer(svc: Services, caller: Caller, outcome: CallOutcome, reply: Reply) -> dict[str, Any]:
-    """The body of a call that ended (or was refused), or the error it ended with."""
+    """The body of a call that ended (or was refused), or the error it ended with, masked as stored."""
+    outcome = answered(outcome)
     exc = outcome.exception
     if isinstance(exc, ArgumentsInvalid) or (exc is not None and outcome.record is None):
         raise exc  # refused by the checks before the gate (arguments, SQL guard): nothing recorded

@@ -35,6 +35,7 @@ from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
 from ..store import Store
 from ..tools.base import CallContext, CallOutcome
+from ..tools.records import answered
 from ..tools.under_agent import under_agent
 from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
 
@@ -422,7 +423,7 @@ def tools_call(
                         markup=True,
                     )
 
-            outcome = await runtime.tools.call(entry, arguments, replace(ctx, on_admitted=announce))
+            outcome = answered(await runtime.tools.call(entry, arguments, replace(ctx, on_admitted=announce)))
             # Reported (and the exit decided) before the runtime closes: a server still busy with
             # the abandoned call can take seconds to stop, and the answer is due at the limit.
             try:

@@ -37,14 +37,15 @@ from ..engine.events import Event, EventBus, EventType
 from ..errors import BudgetExceeded, RateLimited
 from ..model.execution import Execution
 from ..model.limits import LimitStatus
-from ..model.redaction import redact, remember_secrets
+from ..model.redaction import redact, redact_text, remember_secrets
+from ..model.spec import ToolResult
 from ..model.status import AUDIT_OUTCOME_OF, AuditOutcome, CallStatus, ExecutionStatus
 from ..policy import Decision
 from ..settings import Settings
 from ..store.batch import DEFAULT_MAX_SIZE, DEFAULT_WINDOW_S, GroupCommit
 from ..store.db import Connection
 from ..store.executions import ExecutionStore, Owner
-from .base import CallContext, ToolCall
+from .base import CallContext, CallOutcome, ToolCall
 
 if TYPE_CHECKING:
     from ..store.db import Database
@@ -56,6 +57,36 @@ def _under_agent(execution: Execution, reason: str | None) -> str | None:
     if not isinstance(agent, str):
         return reason
     return f"{reason} (under agent {agent})" if reason else f"under agent {agent}"
+
+
+def _masked_result(result: ToolResult | None) -> ToolResult | None:
+    return None if result is None else ToolResult.from_json(redact(result.to_json()))
+
+
+def answered(outcome: CallOutcome) -> CallOutcome:
+    """`outcome` as a direct caller gets it (`tools call`, REST and tRPC `executeTool`,
+    `Engine.execute`): its result, error and record masked as the stored record is
+    (`model.execution.row_values`), so an answer never shows what the store does not hold.
+
+    Only a BUILD step's outcome stays in clear, inside its run, which needs the real values for
+    the next step; what the run stores and answers is masked too. Call it in the caller's task:
+    the call's own secret values, remembered there when it was drafted, are masked as well.
+    """
+    record = outcome.record
+    if record is not None:
+        record = evolve(
+            record,
+            result=_masked_result(record.result),
+            error=redact_text(record.error) if record.error else record.error,
+            reason=redact_text(record.reason) if record.reason else record.reason,
+        )
+    return evolve(
+        outcome,
+        result=_masked_result(outcome.result),
+        error=redact_text(outcome.error) if outcome.error else outcome.error,
+        reason=redact_text(outcome.reason) if outcome.reason else outcome.reason,
+        record=record,
+    )
 
 
 def decision_entry(execution: Execution, *, allowed: bool, reason: str | None = None) -> AuditEntry:
@@ -377,4 +408,4 @@ class Recorder:
         )
 
 
-__all__ = ["Recorder", "decision_entry", "outcome_entry"]
+__all__ = ["Recorder", "answered", "decision_entry", "outcome_entry"]

@@ -138,6 +138,32 @@ async def test_execute_sql_rejects_with_the_guard_reason(demo_db: Path, sql: str
     assert counts["rows"] == [{"n": 240}]
 
 
+async def test_execute_sql_judges_row_calls_on_the_live_columns_read_once_a_minute(demo_db: Path) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from toolagent.servers.supabase.server import CATALOG_TTL_S, SupabaseService
+
+    now = [1000.0]
+    service = SupabaseService(settings(demo_db), clock=lambda: now[0])
+    backend = await service.backend()
+    reads: list[float] = []
+    schema = backend.tables
+
+    def counted() -> list[Any]:
+        reads.append(now[0])
+        return schema()
+
+    backend.tables = counted  # type: ignore[method-assign]
+    # users has no column leak: PostgreSQL would call leak(u), a function the guard does not allow.
+    with pytest.raises(ToolError, match=r"'u' has no column 'leak', so PostgreSQL calls leak\(u\)"):
+        await service.execute_sql("select u.leak from users u limit 1", 10)
+    assert (await service.execute_sql("select u.email from users u limit 1", 10)).row_count == 1
+    assert reads == [1000.0]  # one read of the schema serves the calls of a minute
+    now[0] += CATALOG_TTL_S + 1
+    await service.execute_sql("select u.email from users u limit 1", 10)
+    assert reads == [1000.0, 1000.0 + CATALOG_TTL_S + 1]
+
+
 async def test_execute_sql_rows_are_objects_and_truncation_is_reported(demo_db: Path) -> None:
     async with Client(build_server(settings(demo_db))) as client:
         result = await call(client, "execute-sql", {"sql": "SELECT id, email FROM users ORDER BY id", "max_rows": 5})

@@ -14,7 +14,7 @@ and httpx load on first use, so the server starts quickly.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -43,7 +43,8 @@ DEFAULT_GENERATE_MAX_ROWS = 100
 DEFAULT_EXECUTE_MAX_ROWS = 1000
 #: The most rows any call may ask for.
 MAX_ROWS_LIMIT = 10_000
-#: How long generate-sql reuses the introspected schema and category values.
+#: How long generate-sql reuses the introspected schema and category values, and the SQL guard
+#: the tables' columns.
 CATALOG_TTL_S = 60.0
 
 INSTRUCTIONS = (
@@ -65,14 +66,19 @@ def _tool_errors() -> Iterator[None]:
 
 
 class SupabaseService:
-    """The tools' logic, independent of MCP: one backend, one guard, a cached catalog."""
+    """The tools' logic, independent of MCP: one backend, one guard, a cached catalog.
 
-    def __init__(self, settings: SupabaseSettings) -> None:
+    `clock` (monotonic seconds) dates the cached catalog and columns."""
+
+    def __init__(self, settings: SupabaseSettings, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
+        self._clock = clock
         self._backend: Backend | None = None
         self._lock = anyio.Lock()
         self._catalog: tuple[float, list[TableInfo], Catalog] | None = None
         self._guard: SqlGuard | None = None
+        self._columns_lock = anyio.Lock()
+        self._column_guard: tuple[float, SqlGuard] | None = None
 
     # -- shared pieces ------------------------------------------------------------------------
 
@@ -90,6 +96,29 @@ class SupabaseService:
             )
             self._guard = SqlGuard(policy)
         return self._guard
+
+    async def column_guard(self) -> SqlGuard:
+        """The SQL guard knowing the live tables' columns (`SqlPolicy.table_columns`), read from the
+        database at most once every `CATALOG_TTL_S`.
+
+        With them, `t.f` on a table with no column `f` is judged as the call `f(t)` PostgreSQL
+        makes of it (allowed only for an allowed function), so a user function of a table's row
+        type cannot run as if it were a column; a column added or dropped counts within a minute.
+        """
+        async with self._columns_lock:
+            now = self._clock()
+            if self._column_guard is None or now - self._column_guard[0] > CATALOG_TTL_S:
+                from dataclasses import replace
+
+                from ...sql import SqlGuard
+                from .backends import quote_name
+
+                backend = await self.backend()
+                tables = await anyio.to_thread.run_sync(backend.tables)
+                # Quoted, so the names are kept exactly as the database spells them.
+                columns = {quote_name(t.name): [c.name for c in t.columns] for t in tables}
+                self._column_guard = (now, SqlGuard(replace(self.guard.policy, table_columns=columns)))
+            return self._column_guard[1]
 
     @property
     def allowed_tables(self) -> frozenset[str] | None:
@@ -140,7 +169,7 @@ class SupabaseService:
         """Permitted tables and their catalog, reused for `CATALOG_TTL_S`."""
         from .catalog import Catalog
 
-        now = time.monotonic()
+        now = self._clock()
         if self._catalog is None or now - self._catalog[0] > CATALOG_TTL_S:
             tables = await self._tables()
             backend = await self.backend()
@@ -206,7 +235,7 @@ class SupabaseService:
 
         reply = await llm.chat(self.settings, llm.SQL_SYSTEM_PROMPT, llm.sql_prompt(query, catalog, max_rows))
         sql = llm.extract_sql(reply)
-        decision = self.guard.check(sql)
+        decision = (await self.column_guard()).check(sql)
         if not decision.allowed:
             raise ToolError("generated SQL was rejected by the SQL guard: " + "; ".join(decision.reasons))
         return _cap_limit(sql, max_rows), f"Written by the LLM ({self.settings.llm_model}) for: {query}"
@@ -214,7 +243,10 @@ class SupabaseService:
     async def execute_sql(self, sql: str, max_rows: int) -> QueryResult:
         """Run one guarded statement read-only."""
         with _tool_errors():
+            # The statement alone first: what it breaks is refused before any I/O. Then with
+            # the tables' columns, which may need a read of the schema.
             self.guard.enforce(sql)
+            (await self.column_guard()).enforce(sql)
             backend = await self.backend()
             return await anyio.to_thread.run_sync(backend.execute, sql, max_rows)
 
