@@ -12,8 +12,8 @@ from ._app import app, emit_json, err, fail, out, run, state
 
 gateway_app = typer.Typer(
     help=(
-        "Serve the governed tools to an MCP client over stdio (`--stdio`), or print the tool names it shows "
-        "(`tools`). Over HTTP, `toolagent serve` serves the same at /mcp."
+        "Serve the governed tools to an MCP client over stdio, or print their gateway names. "
+        "Over HTTP, `toolagent serve` serves the same at /mcp."
     ),
     invoke_without_command=True,
 )
