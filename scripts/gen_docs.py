@@ -50,6 +50,7 @@ TOOLAGENT_DEFAULTS: dict[str, str] = {
     "commit_window_ms": "toolagent.store.batch:DEFAULT_WINDOW_S*1000",
     "commit_batch_max": "toolagent.store.batch:DEFAULT_MAX_SIZE",
     "gc_threshold": "toolagent._heap:GEN0_THRESHOLD",
+    "gateway_allowed_origins": "the loopback origins: `http://127.0.0.1:*`, `http://localhost:*`, `http://[::1]:*`",
 }
 
 

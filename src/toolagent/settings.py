@@ -22,6 +22,7 @@
 | `TOOLAGENT_SQL_TOOLS_REQUIRE_AGENT` | `sql_tools_require_agent` | false |
 | `TOOLAGENT_COMMIT_WINDOW_MS` | `commit_window_ms` | 20 |
 | `TOOLAGENT_COMMIT_BATCH_MAX` | `commit_batch_max` | 64 |
+| `TOOLAGENT_GATEWAY_ALLOWED_ORIGINS` | `gateway_allowed_origins` | the loopback origins |
 
 `UserDirs` reads the platform's own variables (`XDG_DATA_HOME`, `HOME`, `LOCALAPPDATA`) for the
 per-user data directory. Empty values count as unset. The environment is read when `Settings.from_env()` is called, not
@@ -151,6 +152,9 @@ class Settings(EnvSettings):
     gc_threshold: int | None = Field(None, ge=100)
     """Net allocations between collections of the young generation in `serve` and `worker`
     (default 10,000; Python's own is 700)."""
+    gateway_allowed_origins: str | None = None
+    """Browser origins the MCP gateway at `/mcp` accepts, comma-separated (`http://host:port`, a
+    `:*` port wildcard, or `*`); a request with another `Origin` gets 403."""
 
     @classmethod
     def env_names(cls) -> dict[str, str]:

@@ -16,13 +16,14 @@ from typing import Any, Literal, cast, get_args
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
-from starlette.routing import BaseRoute, Match
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from .._heap import tune_collector
 from ..engine.prometheus import CONTENT_TYPE, HttpMetrics, render
 from ..errors import ConfigError, PermissionDenied
+from ..gateway.http import MCP_PATH, HttpGateway, allowed_origins
 from ..mcp.config import ServersConfig
 from ..settings import Settings
 from . import errors
@@ -89,9 +90,11 @@ def create_app(
     elif metrics_auth not in get_args(MetricsAuth):
         raise ConfigError(f"metrics_auth={metrics_auth!r}: expected one of {', '.join(get_args(MetricsAuth))}")
 
+    gateway = HttpGateway(allowed_origins(Settings.from_env().gateway_allowed_origins))
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_services(db, config) as svc:
+        async with open_services(db, config) as svc, gateway.serving(svc.runtime):
             app.state.services = svc
             svc.submit = bool(getattr(app.state, "submit_runs", False))
             if getattr(app.state, "freeze_heap", False):  # set by `serve`, which owns its process
@@ -107,6 +110,7 @@ def create_app(
         redoc_url=None,
     )
     install_docs(app)
+    app.router.routes.append(Route(MCP_PATH, gateway, include_in_schema=False))  # the MCP gateway (`toolagent.gateway`)
     routes: list[BaseRoute] = []
     direct_routes: dict[str, BaseRoute] = {}
     errors.install(app)

@@ -57,6 +57,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("audit", "Verify, export and list the audit log."),
     "sql": ("sql", "Check SQL with the guard the runner and the Supabase server use."),
     "supabase": ("supabase", "Install the SQL functions the Supabase server calls over HTTPS, or print them."),
+    "gateway": (
+        "gateway",
+        "Serve the governed tools to an MCP client over stdio, or print their gateway names.",
+    ),
     "info": (
         "info",
         "The version, the store, the server and engine configs and the user in use, and where each came from.",

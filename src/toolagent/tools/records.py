@@ -51,12 +51,23 @@ if TYPE_CHECKING:
     from ..store.db import Database
 
 
+#: `CallContext.via` of the MCP gateway's calls.
+GATEWAY_VIA = "gateway"
+
+
 def _under_agent(execution: Execution, reason: str | None) -> str | None:
-    """`reason`, naming the agent a direct call was made under (its metadata's `agent`)."""
-    agent = (execution.metadata or {}).get("agent") if execution.run_id is None else None
-    if not isinstance(agent, str):
+    """`reason`, naming the agent a direct call was made under (its metadata's `agent`) and, for a
+    call that came through the MCP gateway, the client and the digest of the tool list it was shown
+    (its metadata's `gateway`)."""
+    metadata = execution.metadata or {}
+    agent = metadata.get("agent") if execution.run_id is None else None
+    notes = [f"under agent {agent}"] if isinstance(agent, str) else []
+    gateway = metadata.get("gateway")
+    if isinstance(gateway, dict):
+        notes.append(f"via gateway, client {gateway.get('client')}, tool list {gateway.get('toolList')}")
+    if not notes:
         return reason
-    return f"{reason} (under agent {agent})" if reason else f"under agent {agent}"
+    return f"{reason} ({'; '.join(notes)})" if reason else "; ".join(notes)
 
 
 def _masked_result(result: ToolResult | None) -> ToolResult | None:
@@ -132,10 +143,16 @@ def outcome_entry(execution: Execution) -> AuditEntry:
 
 
 def _metadata(ctx: CallContext) -> dict[str, Any] | None:
-    """The caller's metadata as stored (redacted), with `agent` when the call was made under one."""
+    """The caller's metadata as stored (redacted), with `agent` when the call was made under one.
+
+    `gateway` is the MCP gateway's own entry (`toolagent.gateway.server`), named in the audit
+    rows: kept only on a call that came through the gateway, so no other caller can claim it."""
+    metadata = dict(ctx.metadata) if ctx.metadata is not None else None
+    if metadata is not None and ctx.via != GATEWAY_VIA:
+        metadata.pop("gateway", None)
     if ctx.agent is not None:
-        return {**redact(dict(ctx.metadata or {})), "agent": ctx.agent}
-    return redact(dict(ctx.metadata)) if ctx.metadata is not None else None
+        return {**redact(metadata or {}), "agent": ctx.agent}
+    return redact(metadata) if metadata is not None else None
 
 
 @dataclass(frozen=True)
