@@ -200,9 +200,23 @@ def read_events(
 ) -> list[dict[str, Any]]:
     """Read `/api/runs/{run_id}/events` until the server ends the stream; the parsed `data` of each
     event, in order. `on_event(data)` is called as each one arrives (e.g. to cancel mid-run)."""
-    events: list[dict[str, Any]] = []
-    kind, data = None, []
-    with client.stream("GET", f"/api/runs/{run_id}/events", timeout=timeout_s) as response:
+    return [data for _, data in read_sse(client, run_id, on_event=on_event, timeout_s=timeout_s)]
+
+
+def read_sse(
+    client: httpx.Client,
+    run_id: str,
+    *,
+    last_event_id: str | None = None,
+    on_event: Any = None,
+    timeout_s: float = 30,
+) -> list[tuple[str | None, dict[str, Any]]]:
+    """`read_events` with each event's `id`, resuming after `last_event_id` when given (sent as
+    `Last-Event-ID`, as a browser does on reconnecting)."""
+    events: list[tuple[str | None, dict[str, Any]]] = []
+    kind, event_id, data = None, None, []
+    headers = {"Last-Event-ID": last_event_id} if last_event_id is not None else {}
+    with client.stream("GET", f"/api/runs/{run_id}/events", headers=headers, timeout=timeout_s) as response:
         if response.status_code != 200:
             response.read()
             raise AssertionError(f"events of {run_id}: {response.status_code} {response.text}")
@@ -210,15 +224,17 @@ def read_events(
         for line in response.iter_lines():
             if line.startswith(":"):
                 continue
-            if line.startswith("event:"):
+            if line.startswith("id:"):
+                event_id = line.partition(":")[2].strip()
+            elif line.startswith("event:"):
                 kind = line.partition(":")[2].strip()
             elif line.startswith("data:"):
                 data.append(line.partition(":")[2].strip())
             elif not line and data:
                 event = json.loads("\n".join(data))
                 assert event["type"] == kind, (kind, event)
-                events.append(event)
-                kind, data = None, []
+                events.append((event_id, event))
+                kind, event_id, data = None, None, []
                 if on_event is not None:
                     on_event(event)
     return events

@@ -27,6 +27,7 @@ from _support.api_harness import (  # noqa: F401  (fixtures)
     probe_servers,
     provision,
     read_events,
+    read_sse,
     server,
     users,
 )
@@ -442,7 +443,8 @@ def test_async_build_streams_step_events_until_run_finished(as_user: dict[str, h
     }
     assert bob.get(f"/api/runs/{run_id}").json()["run"]["id"] == run_id  # recorded before the 202
 
-    events = read_events(bob, run_id)
+    live = read_sse(bob, run_id)
+    events = [e for _, e in live]
     assert [(e["type"], (e.get("step") or {}).get("tool"), (e.get("step") or {}).get("status")) for e in events] == [
         ("run_started", None, None),
         ("step_started", "probe/sleep", "running"),
@@ -451,14 +453,47 @@ def test_async_build_streams_step_events_until_run_finished(as_user: dict[str, h
         ("step_finished", "probe/echo", "success"),
         ("run_finished", None, None),
     ]
+    assert [i for i, _ in live] == ["1", "2", "3", "4", "5", "6"]
     assert all(e["runId"] == run_id for e in events) and events[-1]["status"] == "success"
     assert events[2]["step"]["durationMs"] >= 300 and events[2]["step"]["position"] == 0
 
     run = bob.get(f"/api/runs/{run_id}").json()["run"]
     assert run["status"] == "success" and steps(run) == [("probe/sleep", "success"), ("probe/echo", "success")]
+    assert events[-1] == {
+        "type": "run_finished",
+        "runId": run_id,
+        "status": "success",
+        "deliverableId": run["deliverableId"],
+        "error": None,
+    }
     assert bob.get(f"/api/deliverables/{run['deliverableId']}").json()["deliverable"]["metadata"]["status"] == "success"
-    # A subscriber after the end gets the outcome at once.
-    assert read_events(bob, run_id) == [{"type": "run_finished", "runId": run_id, "status": "success"}]
+    # A subscriber after the end gets the same events with the same ids, from the store.
+    assert read_sse(bob, run_id) == live
+    # Resuming after an id gets what follows it only; after the last one, 204 (an EventSource stops).
+    assert read_sse(bob, run_id, last_event_id="3") == live[3:]
+    done = bob.get(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": "6"})
+    assert done.status_code == 204 and done.content == b""
+    assert_error(bob.get(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": "x"}), 400, "BAD_REQUEST")
+
+
+def test_a_resumed_stream_of_a_live_run_continues_after_its_last_event_id(
+    server: LiveServer, users: dict[str, User]
+) -> None:
+    with server.client(users["bob"]) as bob, server.client(users["bob"]) as follower:
+        run_id, _, first, thread = _start_sleeper(follower)
+        # While the sleep step runs: the stream so far, then a reconnect after its second event.
+        with bob.stream("GET", f"/api/runs/{run_id}/events", headers={"Last-Event-ID": "1"}) as response:
+            lines = response.iter_lines()
+            record = [next(lines) for _ in range(3)]
+        assert record[0] == "id: 2" and record[1] == "event: step_started", record
+        assert json.loads(record[2].partition(":")[2])["step"]["tool"] == "probe/sleep"
+        assert bob.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+        thread.join(30)
+        resumed = read_sse(bob, run_id, last_event_id="2")
+    assert [i for i, _ in resumed] == [str(i) for i in range(3, 3 + len(resumed))]
+    assert (resumed[0][1]["type"], resumed[0][1]["step"]["tool"]) == ("step_finished", "probe/sleep")
+    assert resumed[-1][1]["type"] == "run_finished" and resumed[-1][1]["status"] == "cancelled"
+    assert [e for _, e in resumed] == first[2:]  # the live stream's events 3.. are the same
 
 
 def _start_sleeper(client: httpx.Client) -> tuple[str, threading.Event, list[dict[str, Any]], threading.Thread]:
@@ -498,9 +533,16 @@ def test_cancel_a_running_build(server: LiveServer, users: dict[str, User]) -> N
         assert f"run {run_id} was cancelled by bob" in echo["error"] and echo["result"] is None  # never called
         thread.join(30)
         assert not thread.is_alive()
-        assert events[-1] == {"type": "run_finished", "runId": run_id, "status": "cancelled"}
+        assert events[-1] == {
+            "type": "run_finished",
+            "runId": run_id,
+            "status": "cancelled",
+            "deliverableId": run["deliverableId"],
+            "error": run["error"],
+        }
         seen = [(e["type"], e["step"]["tool"], e["step"]["status"]) for e in events if "step" in e]
         assert ("step_finished", "probe/sleep", "cancelled") in seen
+        assert seen[-1] == ("step_finished", "probe/echo", "cancelled")
 
         assert bob.get(f"/api/runs/{run_id}").json()["run"]["status"] == "cancelled"
         deliverable = bob.get(f"/api/deliverables/{run_id}").json()["deliverable"]
@@ -644,13 +686,14 @@ def test_events_and_cancel_of_a_run_in_another_process(server: LiveServer, users
             thread.join(30)
             assert not thread.is_alive()
         assert [(e["type"], e.get("step", {}).get("tool"), e.get("step", {}).get("status")) for e in events] == [
+            ("run_started", None, None),
             ("step_started", "probe/sleep", "running"),
             ("step_finished", "probe/sleep", "cancelled"),
-            ("step_started", "probe/echo", "running"),
+            ("step_started", "probe/echo", "running"),  # stopOnError is off: it starts, refused at once
             ("step_finished", "probe/echo", "cancelled"),
             ("run_finished", None, None),
         ]
-        assert events[-1]["status"] == "cancelled" and "cancelled by bob" in events[1]["step"]["error"]
+        assert events[-1]["status"] == "cancelled" and "cancelled by bob" in events[2]["step"]["error"]
         assert cli.wait(30) == 1  # the CLI reports a cancelled run as not successful
 
 
@@ -669,13 +712,13 @@ def test_events_of_a_run_whose_process_is_killed_end_with_it_interrupted(
         error = f"interrupted: process {cli.pid} on {socket.gethostname()} ended before it finished"
         assert (run["status"], run["error"]) == ("failed", error)
         assert [(e["type"], e.get("step", {}).get("tool"), e.get("step", {}).get("status")) for e in events] == [
+            ("run_started", None, None),
             ("step_started", "probe/sleep", "running"),
             ("step_finished", "probe/sleep", "failed"),
-            ("step_started", "probe/echo", "running"),
             ("step_finished", "probe/echo", "skipped"),
             ("run_finished", None, None),
         ]
-        assert events[-1]["status"] == "failed"
+        assert (events[-1]["status"], events[-1]["error"]) == ("failed", error)
 
 
 def test_a_killed_cli_build_reads_as_interrupted_at_once(server: LiveServer, users: dict[str, User]) -> None:

@@ -87,6 +87,25 @@ def test_every_asset_docs_references_is_served_by_the_app(server: str) -> None:
     assert httpx.get(f"{server}/redoc", timeout=10).status_code == 404  # it would load from a CDN
 
 
+def test_the_root_points_to_the_docs(server: str) -> None:
+    browser = httpx.get(f"{server}/", headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}, timeout=10)
+    assert browser.status_code == 307 and browser.headers["location"] == "/docs"
+    index = httpx.get(f"{server}/", headers={"Accept": "application/json"}, timeout=10)
+    assert index.status_code == 200, index.text
+    body = index.json()
+    assert body["name"] == "toolagent" and body["version"] == httpx.get(f"{server}/health").json()["version"]
+    assert {k: body[k] for k in ("docs", "openapi", "health", "ready")} == {
+        "docs": "/docs",
+        "openapi": "/openapi.json",
+        "health": "/health",
+        "ready": "/ready",
+    }
+    for link in ("docs", "openapi", "health"):
+        assert httpx.get(f"{server}{body[link]}", timeout=10).status_code == 200, link
+    assert httpx.get(f"{server}{body['ready']}", timeout=10).status_code == 503  # no servers configured here
+    assert httpx.get(f"{server}/", timeout=10).status_code == 200  # no Accept at all: the index
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/test installs it when run as root)")
 def test_chromium_renders_the_operations_offline(server: str, tmp_path: Path) -> None:
     proc = subprocess.run(

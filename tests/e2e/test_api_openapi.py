@@ -41,3 +41,22 @@ def test_document_covers_every_procedure() -> None:
     } <= operations
     history = {p["name"]: p for p in paths["/api/tools/history"]["get"]["parameters"]}
     assert history["limit"]["schema"]["maximum"] == 100 and history["limit"]["schema"]["minimum"] == 1
+
+
+def test_every_returned_duration_says_its_unit() -> None:
+    """Each duration field of an answer is named `...Ms`; the older unit-less names are kept for one
+    release, marked deprecated, each beside its `...Ms` twin. (Inputs say their unit in their description.)"""
+    schemas = create_app(servers=ServersConfig()).openapi()["components"]["schemas"]
+    unitless = {"timeout", "executionTime", "runningTime", "averageExecutionTime"}
+    seen = 0
+    for name, schema in schemas.items():
+        if name.endswith("Input"):
+            continue
+        for field, spec in schema.get("properties", {}).items():
+            if field in unitless:
+                seen += 1
+                assert spec.get("deprecated") is True, (name, field)
+                assert f"{field}Ms" in schema["properties"], (name, field)
+            elif field.endswith("Ms"):
+                assert not spec.get("deprecated"), (name, field)
+    assert seen >= 7

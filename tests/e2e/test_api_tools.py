@@ -183,7 +183,8 @@ def test_execute_waits_for_the_result_with_rate_headers(as_user: dict[str, httpx
     assert body["success"] is True and body["toolName"] == "probe/echo" and body["status"] == "success"
     assert body["executionId"].startswith("exec_")
     assert body["result"]["structuredContent"] == {"text": "hello", "length": 5}
-    assert body["executionTime"] > 0 and datetime.fromisoformat(body["timestamp"]).tzinfo is not None
+    assert body["executionTimeMs"] == body["executionTime"] > 0
+    assert datetime.fromisoformat(body["timestamp"]).tzinfo is not None
     assert first.headers["X-RateLimit-Limit"] == "100000"
     assert 0 <= int(first.headers["X-RateLimit-Reset"]) <= 60
     second = execute(bob, "probe/echo", {"text": "again"})
@@ -404,7 +405,7 @@ def test_history_filters_paging_and_stats(as_user: dict[str, httpx.Client]) -> N
     page = hist.get("/api/tools/history").json()
     assert page["success"] is True and page["totalCount"] == 7 and page["limit"] == 50 and page["offset"] == 0
     assert page["stats"]["total"] == 7 and page["stats"]["success"] == 5 and page["stats"]["failed"] == 2
-    assert page["stats"]["averageExecutionTime"] > 0
+    assert page["stats"]["averageExecutionTimeMs"] == page["stats"]["averageExecutionTime"] > 0
     started = [e["startTime"] for e in page["executions"]]
     assert started == sorted(started, reverse=True)
 

@@ -1,4 +1,4 @@
-"""`/docs`: Swagger UI served from the package, so the docs work with no internet.
+"""`/docs`: Swagger UI served from the package, so the docs work with no internet; `/` points to it.
 
 FastAPI's default page loads Swagger UI from a CDN, which an offline or firewalled machine
 cannot reach; here the page, its script, its stylesheet and its icon all come from this app.
@@ -7,10 +7,11 @@ cannot reach; here the page, its script, its stylesheet and its icon all come fr
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 #: Where the vendored swagger-ui-dist files live (see its README for the version).
@@ -35,6 +36,26 @@ def install_docs(app: FastAPI, *, path: str = "/docs") -> None:
             # The default validator badge is fetched from validator.swagger.io; offline it is a broken image.
             swagger_ui_parameters={"validatorUrl": None},
         )
+
+    @app.get(
+        "/",
+        tags=["system"],
+        summary="Where the docs are",
+        responses={307: {"description": "A browser (`Accept: text/html`) is sent to the docs"}},
+    )
+    async def index(request: Request) -> Any:
+        """A browser (`Accept: text/html`) is redirected (307) to the interactive docs; any other
+        client gets the name, the version and links to the docs, the OpenAPI document and the probes."""
+        if "text/html" in request.headers.get("accept", ""):
+            return RedirectResponse(path, status_code=307)
+        return {
+            "name": app.title,
+            "version": app.version,
+            "docs": path,
+            "openapi": app.openapi_url or "/openapi.json",
+            "health": "/health",
+            "ready": "/ready",
+        }
 
 
 __all__ = ["STATIC_DIR", "STATIC_URL", "install_docs"]

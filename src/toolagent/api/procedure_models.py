@@ -193,16 +193,33 @@ class ExecutionOut(_Output):
     runId: str | None
     metadata: dict[str, Any] | None
     arguments: Any
-    timeout: int | None
+    timeout: int | None = Field(
+        deprecated=True,
+        description="Deprecated (removed in the next release): `timeoutMs`, the same value.",
+        default=None,
+    )
+    timeoutMs: int | None = Field(default=None, description="The call's timeout, in milliseconds.")
     startTime: datetime
     endTime: datetime | None
-    executionTime: float | None
+    executionTime: float | None = Field(
+        deprecated=True,
+        description="Deprecated (removed in the next release): `executionTimeMs`, the same value.",
+        default=None,
+    )
+    executionTimeMs: float | None = Field(default=None, description="How long the call took, in milliseconds.")
     result: ToolResultOut | None
     error: str | None
     reason: str | None
     denied: bool
     denial: str | None
-    runningTime: float | None = None
+    runningTime: float | None = Field(
+        deprecated=True,
+        description="Deprecated (removed in the next release): `runningTimeMs`, the same value.",
+        default=None,
+    )
+    runningTimeMs: float | None = Field(
+        default=None, description="A running call: how long it has run, in milliseconds."
+    )
     cancelRequestedBy: str | None = None
 
 
@@ -214,7 +231,12 @@ class ExecuteToolOutput(_Output):
     status: Status
     result: ToolResultOut | None
     toolName: str
-    executionTime: float | None
+    executionTime: float | None = Field(
+        deprecated=True,
+        description="Deprecated (removed in the next release): `executionTimeMs`, the same value.",
+        default=None,
+    )
+    executionTimeMs: float | None = Field(default=None, description="How long the call took, in milliseconds.")
     timestamp: datetime
 
 
@@ -268,7 +290,14 @@ class StatsOut(_Output):
     success: int
     failed: int
     cancelled: int
-    averageExecutionTime: float
+    averageExecutionTime: float = Field(
+        deprecated=True,
+        description="Deprecated (removed in the next release): `averageExecutionTimeMs`, the same value.",
+        default=0.0,
+    )
+    averageExecutionTimeMs: float = Field(
+        default=0.0, description="Average duration of the calls that ended, in milliseconds."
+    )
 
 
 class HistoryOutput(_Output):
@@ -288,7 +317,14 @@ class UserStatsOut(_Output):
     totalExecutions: int
     successfulExecutions: int
     failedExecutions: int
-    averageExecutionTime: float
+    averageExecutionTime: float = Field(
+        deprecated=True,
+        description="Deprecated (removed in the next release): `averageExecutionTimeMs`, the same value.",
+        default=0.0,
+    )
+    averageExecutionTimeMs: float = Field(
+        default=0.0, description="Average duration of the calls that ended, in milliseconds."
+    )
     cancelledExecutions: int | None = None
     lastExecuted: datetime | None = None
 
@@ -302,7 +338,14 @@ class ToolMetricsOut(_Output):
     successfulInvocations: int
     failedInvocations: int
     cancelledInvocations: int
-    averageExecutionTime: float
+    averageExecutionTime: float = Field(
+        deprecated=True,
+        description="Deprecated (removed in the next release): `averageExecutionTimeMs`, the same value.",
+        default=0.0,
+    )
+    averageExecutionTimeMs: float = Field(
+        default=0.0, description="Average duration of the calls that ended, in milliseconds."
+    )
     lastInvoked: datetime | None
 
 

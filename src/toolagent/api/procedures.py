@@ -224,6 +224,7 @@ async def _answer(svc: Services, caller: Caller, outcome: CallOutcome, reply: Re
             "result": execution.result.to_json() if execution.result is not None else None,
             "toolName": execution.tool,
             "executionTime": execution.duration_ms,
+            "executionTimeMs": execution.duration_ms,
             "timestamp": (execution.ended_at or execution.started_at).isoformat(),
         }
     reply.details = {"executionId": execution.id, "status": execution.status}

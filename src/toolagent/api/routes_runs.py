@@ -13,21 +13,18 @@ Someone else's run or deliverable answers 404, exactly as a missing one does.
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Path, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Header, Path, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ..agents import load_record
 from ..errors import DefinitionInvalid, NotFound, PermissionDenied, ToolAgentError, UsageError
 from ..model.bounds import bound_each_result
-from ..model.owner import Owner, gone
-from ..model.status import RunStatus, StepStatus
+from ..model.status import RunStatus
 from ..runs import new_run_id, plan_build
-from ..store.runs import RunRow, StepRow
+from ..store.runs import RunRow
 from ..tools.base import CallContext
 from ..workers.app import submitting
 from ..workers.submit import follow_run, submit_run
@@ -43,14 +40,11 @@ from .route_helpers import (
     invalid_definition,
     services,
 )
+from .run_events import run_event_stream, stored_events
 from .services import RUN_CANCEL_GRACE_S, RUN_CANCEL_WAIT_S, Services
 
 router = APIRouter(prefix="/api", tags=["agents"])
 
-#: Seconds between keep-alive comments on an idle event stream (proxies drop silent connections).
-SSE_KEEPALIVE_S = 15.0
-#: Seconds between store reads when following a run that executes in another process.
-SSE_POLL_S = 0.5
 #: Seconds between store reads while waiting for a run of another process to stop.
 CANCEL_POLL_S = 0.1
 
@@ -266,97 +260,47 @@ async def _stop_elsewhere(svc: Services, caller: Caller, run_id: str) -> None:
     responses={
         200: {
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            "description": "`event: <type>` / `data: <json>` records until `run_finished`",
+            "description": "`id: <n>` / `event: <type>` / `data: <json>` records until `run_finished`",
         },
+        204: {"description": "`Last-Event-ID` is the ended run's last event: nothing follows it"},
         **AUTH_RESPONSES,
         **_RUN,
         **INPUT_RESPONSES,
     },
 )
-async def run_events(request: Request, run_id: _RunId, caller: CallerDep) -> StreamingResponse:
+async def run_events(
+    request: Request,
+    run_id: _RunId,
+    caller: CallerDep,
+    last_event_id: Annotated[
+        int | None,
+        Header(
+            alias="Last-Event-ID",
+            ge=0,
+            description="The id of the last event received: the stream resumes after it (browsers send it on reconnecting).",
+        ),
+    ] = None,
+) -> Response:
     """`text/event-stream` of the run's `run_started`, `step_started`, `step_finished` and, last,
-    `run_finished` events; each `data` is JSON (`type`, `runId`, `step` {position, tool, status,
-    error, durationMs}, `status` on run_finished). A subscriber that comes late first gets the
-    events so far; for a run that has ended, only `run_finished`. A comment line is sent every 15 s
-    while nothing happens."""
+    `run_finished` events. Each has an `id` (1, 2, ... in the order they happened: the same ids
+    however late the stream is read, and from whichever process) and a JSON `data`: `type`,
+    `runId`, `step` {position, tool, status, error, durationMs}; on run_finished `status`,
+    `deliverableId` and `error`. Steps that never started get a `step_finished` only. A subscriber
+    that comes late, even after the run ended, first gets the events so far (from the store); with
+    `Last-Event-ID` only those after it, and 204 when the run has ended and nothing follows it. A
+    comment line is sent every 15 s while nothing happens."""
     svc = services(request)
     row = await _visible_run(svc, run_id, caller)
+    after = last_event_id or 0
+    if after and row.status not in (RunStatus.QUEUED, RunStatus.RUNNING) and not svc.events.is_live(row.id):
+        # An EventSource reconnects whenever a stream ends; a 204 tells it that this one is over.
+        if after >= len(stored_events(row, await svc.store.runs.get_steps(row.id))):
+            return Response(status_code=204)
     return StreamingResponse(
-        _events(svc, row),
+        run_event_stream(svc, row, after),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
-
-
-async def _events(svc: Services, row: RunRow) -> AsyncIterator[str]:
-    # Decided when the stream starts, not when the request came: the run may have ended meanwhile.
-    stream = _live_events(svc, row.id) if svc.events.is_live(row.id) else _stored_events(svc, row)
-    async for chunk in stream:
-        yield chunk
-
-
-async def _live_events(svc: Services, run_id: str) -> AsyncIterator[str]:
-    """Events of a run executing in this process, straight from its runner."""
-    with svc.events.subscribe(run_id) as receive:
-        while True:
-            with anyio.move_on_after(SSE_KEEPALIVE_S) as idle:
-                try:
-                    data = await receive.receive()
-                except anyio.EndOfStream:
-                    return
-            if idle.cancelled_caught:
-                yield ": keep-alive\n\n"
-                continue
-            yield _sse(data)
-            if data["type"] == "run_finished":
-                return
-
-
-async def _stored_events(svc: Services, row: RunRow) -> AsyncIterator[str]:
-    """Events of a run that ended, or that executes in another process: read from the store until it ends."""
-    following = row.status == RunStatus.RUNNING
-    seen: dict[int, str] = {}
-    quiet_s = 0.0
-    while True:
-        for step in await svc.store.runs.get_steps(row.id) if following else ():
-            before = seen.get(step.position, StepStatus.PENDING)
-            if step.status == before:
-                continue
-            seen[step.position] = step.status
-            if before == StepStatus.PENDING and step.status != StepStatus.RUNNING:
-                # Started and ended between two reads (or never ran: skipped, cancelled).
-                started = {**_step_event(step), "status": StepStatus.RUNNING}
-                yield _sse({"type": "step_started", "runId": row.id, "step": started})
-            kind = "step_started" if step.status == StepStatus.RUNNING else "step_finished"
-            yield _sse({"type": kind, "runId": row.id, "step": _step_event(step)})
-            quiet_s = 0.0
-        if row.status != RunStatus.RUNNING:
-            yield _sse({"type": "run_finished", "runId": row.id, "status": row.status})
-            return
-        await anyio.sleep(SSE_POLL_S)
-        quiet_s += SSE_POLL_S
-        if quiet_s >= SSE_KEEPALIVE_S:
-            quiet_s = 0.0
-            yield ": keep-alive\n\n"
-        row = await svc.store.runs.get_run(row.id)
-        if row.status == RunStatus.RUNNING and gone(row.owner_pid, row.owner_host, row.owner_boot, Owner.current()):
-            # Its process ended without finishing it: close it, so the stream can end.
-            await svc.store.runs.close_interrupted(run_id=row.id)
-            row = await svc.store.runs.get_run(row.id)
-
-
-def _step_event(step: StepRow) -> dict[str, Any]:
-    return {
-        "position": step.position,
-        "tool": step.tool,
-        "status": step.status,
-        "error": step.error,
-        "durationMs": step.duration_ms,
-    }
-
-
-def _sse(data: dict[str, Any]) -> str:
-    return f"event: {data['type']}\ndata: {json.dumps(data, default=str)}\n\n"
 
 
 @router.get(

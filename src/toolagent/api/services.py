@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..mcp.config import ServersConfig
 from ..mcp.pool import ServerPool
 from ..runs import BuildPlan, BuildRunner, FlowCap, RunEvent, RunOutcome
 from ..runtime import Runtime, open_runtime
 from ..store import Store
+from .run_events import RunEvents
 
 log = logging.getLogger(__name__)
 
@@ -24,73 +24,6 @@ log = logging.getLogger(__name__)
 RUN_CANCEL_WAIT_S = 5.0
 #: How long a run of this process gets to stop through the engine before its own scope is cancelled.
 RUN_CANCEL_GRACE_S = 2.0
-#: Events buffered per subscriber of a run's event stream.
-EVENT_BUFFER = 1000
-
-
-def event_json(event: RunEvent) -> dict[str, Any]:
-    """A run event as sent to clients."""
-    data: dict[str, Any] = {"type": event.kind, "runId": event.run_id}
-    if event.status is not None:
-        data["status"] = event.status
-    if event.step is not None:
-        s = event.step
-        data["step"] = {
-            "position": s.position,
-            "tool": s.tool,
-            "status": s.status,
-            "error": s.error,
-            "durationMs": s.duration_ms,
-        }
-    return data
-
-
-@dataclass
-class RunEvents:
-    """Fan-out of live run events to subscribers, with replay for late ones while the run lasts."""
-
-    _history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    _subscribers: dict[str, list[MemoryObjectSendStream[dict[str, Any]]]] = field(default_factory=dict)
-
-    def started(self, run_id: str) -> None:
-        """Begin collecting a run's events."""
-        self._history.setdefault(run_id, [])
-
-    def is_live(self, run_id: str) -> bool:
-        """The run is being executed by this process."""
-        return run_id in self._history
-
-    async def publish(self, event: RunEvent) -> None:
-        """Record and forward one event; the run's last event closes its subscribers."""
-        data = event_json(event)
-        self._history.setdefault(event.run_id, []).append(data)
-        for send in list(self._subscribers.get(event.run_id, [])):
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
-                send.send_nowait(data)
-        if event.kind == "run_finished":
-            self.ended(event.run_id)
-
-    def ended(self, run_id: str) -> None:
-        """Close the run's subscribers and forget it (also when it died without `run_finished`)."""
-        for send in self._subscribers.pop(run_id, []):
-            send.close()
-        self._history.pop(run_id, None)
-
-    @contextlib.contextmanager
-    def subscribe(self, run_id: str) -> Iterator[MemoryObjectReceiveStream[dict[str, Any]]]:
-        """A receive stream of the run's events so far and to come (closed after run_finished)."""
-        send, receive = anyio.create_memory_object_stream[dict[str, Any]](EVENT_BUFFER)
-        for data in self._history.get(run_id, []):
-            send.send_nowait(data)
-        self._subscribers.setdefault(run_id, []).append(send)
-        try:
-            yield receive
-        finally:
-            subs = self._subscribers.get(run_id, [])
-            if send in subs:
-                subs.remove(send)
-            send.close()
-            receive.close()
 
 
 @dataclass

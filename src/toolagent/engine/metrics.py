@@ -80,6 +80,9 @@ class ToolMetrics:
             "averageExecutionTime": self.average_ms,
             "p50ExecutionTime": self.p50_ms,
             "p95ExecutionTime": self.p95_ms,
+            "averageExecutionTimeMs": self.average_ms,
+            "p50ExecutionTimeMs": self.p50_ms,
+            "p95ExecutionTimeMs": self.p95_ms,
             "lastInvoked": _iso(self.last_invoked),
         }
 
@@ -115,6 +118,7 @@ class UserMetrics:
             "cancelledExecutions": self.cancelled,
             "deniedExecutions": self.denied,
             "averageExecutionTime": self.average_ms,
+            "averageExecutionTimeMs": self.average_ms,
             "lastExecuted": _iso(self.last_executed),
         }
 

@@ -291,7 +291,7 @@ def _deliverable_size(content: str, data: Any, metadata: Any) -> int:
 
 def _cut_content(fmt: str, content: str, metadata: dict[str, Any], budget: int) -> str:
     if fmt == "json":
-        return json.dumps({"metadata": metadata}, indent=2, default=str)
+        return json.dumps({"metadata": metadata}, indent=2, default=str) + "\n"
     mark = metadata["truncated"]
     note = (
         f"\n… truncated: this deliverable is {mark['sizeBytes']} bytes, over the {mark['maxBytes']}-byte cap "

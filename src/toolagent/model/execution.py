@@ -144,9 +144,11 @@ class Execution:
             "metadata": dict(self.metadata) if self.metadata is not None else None,
             "arguments": self.arguments,
             "timeout": self.timeout_ms,
+            "timeoutMs": self.timeout_ms,
             "startTime": _iso(self.started_at),
             "endTime": _iso(self.ended_at),
             "executionTime": self.duration_ms,
+            "executionTimeMs": self.duration_ms,
             "result": self.result.to_json() if self.result is not None else None,
             "error": self.error,
             "reason": self.reason,
@@ -154,7 +156,7 @@ class Execution:
             "denial": self.denial,
         }
         if self.status == ExecutionStatus.RUNNING:
-            data["runningTime"] = self.running_time_ms(now or datetime.now(UTC))
+            data["runningTime"] = data["runningTimeMs"] = self.running_time_ms(now or datetime.now(UTC))
             data["cancelRequestedBy"] = self.cancel_requested_by
         return data
 

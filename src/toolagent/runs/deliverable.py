@@ -149,7 +149,8 @@ def render_deliverable(
 
     def render(data: dict[str, Any], metadata: dict[str, Any]) -> str:
         if fmt == "json":
-            return json.dumps({"metadata": metadata, **data}, indent=2, default=str)
+            # Ends with a newline, as the markdown and text forms do: a file written from it is a text file.
+            return json.dumps({"metadata": metadata, **data}, indent=2, default=str) + "\n"
         if fmt == "markdown":
             return _markdown(plan, data, metadata) + _truncated_note(metadata, "_")
         return _text(plan, data, metadata) + _truncated_note(metadata, "")
@@ -358,7 +359,7 @@ def interrupted_deliverable(
     data = {"agent": agent_ref, "runId": run.id, "status": RunStatus.FAILED, "error": error, "results": results}
 
     def render(data: dict[str, Any], metadata: dict[str, Any]) -> str:
-        return json.dumps({"metadata": metadata, **data}, indent=2, default=str)
+        return json.dumps({"metadata": metadata, **data}, indent=2, default=str) + "\n"
 
     row = {
         "id": f"dlv_{int(time.time() * 1000)}_{secrets.token_hex(4)}",

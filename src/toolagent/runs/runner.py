@@ -234,7 +234,14 @@ class BuildRunner:
         await self.store.runs.finish_run(
             ctx.run_id, deliverable=deliverable, status=status, error=error, ended_at=ended, duration_ms=duration_ms
         )
-        await ctx.emit(RunEvent("run_finished", ctx.run_id, status=status))
+        # The steps that never started end too, in position order, so a stream of events says what
+        # became of every step (and reads as the store's record of the run replays).
+        for s in ctx.steps:
+            if s.started_at is None:
+                await ctx.emit(RunEvent("step_finished", ctx.run_id, s))
+        await ctx.emit(
+            RunEvent("run_finished", ctx.run_id, status=status, error=error, deliverable_id=deliverable["id"])
+        )
         return RunOutcome(ctx.run_id, status, ctx.plan, ctx.steps, deliverable, ctx.started, ended, error)
 
     async def _sequential(self, ctx: _Run) -> None:

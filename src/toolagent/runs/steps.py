@@ -51,6 +51,10 @@ class RunEvent:
     run_id: str
     step: StepState | None = None
     status: str | None = None
+    error: str | None = None
+    """`run_finished`: why the run did not succeed (None when it did)."""
+    deliverable_id: str | None = None
+    """`run_finished`: the run's stored deliverable."""
 
 
 EventSink = Callable[[RunEvent], Awaitable[None] | None]

@@ -61,7 +61,7 @@ class Stats:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """API form (`averageExecutionTime` in milliseconds)."""
+        """API form (`averageExecutionTimeMs` in milliseconds; `averageExecutionTime`, the same, is deprecated)."""
         return {
             "total": self.total,
             "success": self.success,
@@ -70,6 +70,7 @@ class Stats:
             "running": self.running,
             "denied": self.denied,
             "averageExecutionTime": self.average_ms,
+            "averageExecutionTimeMs": self.average_ms,
         }
 
 

@@ -143,7 +143,9 @@ async def follow_run(store: Store, run_id: str, on_event: EventSink | None = Non
                     await emit(RunEvent("step_finished", run_id, state))
                 seen[step.position] = step.status
         if row.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
-            await emit(RunEvent("run_finished", run_id, status=row.status))
+            await emit(
+                RunEvent("run_finished", run_id, status=row.status, error=row.error, deliverable_id=row.deliverable_id)
+            )
             return row
         await anyio.sleep(FOLLOW_POLL_S)
 

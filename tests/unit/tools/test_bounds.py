@@ -194,6 +194,7 @@ def test_the_deliverable_of_an_interrupted_run_is_bounded() -> None:
     assert len(row["content"].encode()) + json_size(row["data"]) + json_size(row["metadata"]) <= 64 * 1024
     assert row["metadata"]["truncated"]["maxBytes"] == 64 * 1024 and row["metadata"]["interrupted"] is True
     assert json.loads(row["content"])["metadata"]["truncated"] == row["metadata"]["truncated"]
+    assert row["content"].endswith("}\n")
     assert [r["tool"] for r in row["data"]["results"]] == ["s/t0", "s/t1", "s/t2"]
 
 
