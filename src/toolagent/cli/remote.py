@@ -192,6 +192,7 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
     with Api() as api:
         answer = api.get(f"/api/tools/{quote(name, safe='/')}")
         if not answer.ok:
+            _unknown_tool(api, answer, name)
             api.fail(answer)
     data = {k: v for k, v in answer.body.items() if k != "success"}
     if state.json:
@@ -235,7 +236,7 @@ def tools_call(
         body["agent"] = agent
     with Api() as api:
         answer = api.post("/api/tools/execute", body)
-        raise typer.Exit(_report(api, answer, agent=agent))
+        raise typer.Exit(_report(api, answer, name=name, agent=agent))
 
 
 def _record(api: Api, execution_id: str) -> dict[str, Any]:
@@ -246,7 +247,15 @@ def _record(api: Api, execution_id: str) -> dict[str, Any]:
     return execution
 
 
-def _report(api: Api, answer: Answer, *, agent: str | None) -> int:
+def _unknown_tool(api: Api, answer: Answer, name: str) -> None:
+    """A tool the server does not have, worded as the local command words it (the API names the
+    tool first, then what the catalogue said)."""
+    said = answer.message.removeprefix(f"tool '{name}' not found: ")
+    if said != answer.message and said.startswith("server "):
+        fail(said, EXIT_FAILED)
+
+
+def _report(api: Api, answer: Answer, *, name: str, agent: str | None) -> int:
     """Print a call's answer as `tools call` prints its outcome; its exit code."""
     if answer.ok:
         if state.json:
@@ -261,6 +270,8 @@ def _report(api: Api, answer: Answer, *, agent: str | None) -> int:
         fail(f"--agent: {answer.message}", EXIT_USAGE)  # as the local command words an unknown agent
     if code == "TOO_MANY_REQUESTS":
         fail(_limit_message(answer), EXIT_FAILED)
+    if code == "NOT_FOUND":
+        _unknown_tool(api, answer, name)
     if execution_id is None:
         api.fail(answer)  # refused before the gate (arguments, the SQL guard): nothing was recorded
     execution = _record(api, str(execution_id))
