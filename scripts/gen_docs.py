@@ -33,6 +33,8 @@ TOOLAGENT_DEFAULTS: dict[str, str] = {
     "mcp_config": "toolagent.mcp.config:DEFAULT_CONFIG_FILE=`./{}`, else the config shipped in the package",
     "engine_config": "none: the built-in engine defaults",
     "user": "the local user (named after the OS account)",
+    "api_url": "none: the CLI opens the store and starts the servers itself",
+    "api_key": "none",
     "log_level": "toolagent.engine.logs:DEFAULT_LEVEL",
     "log_format": "`text`",
     "metrics_auth": "toolagent.api.app:DEFAULT_METRICS_AUTH",

@@ -6,6 +6,8 @@
 | `TOOLAGENT_MCP_CONFIG` | `mcp_config` | `./mcp.json`, else the config shipped in the package |
 | `TOOLAGENT_ENGINE_CONFIG` | `engine_config` | none (the built-in engine defaults) |
 | `TOOLAGENT_USER` | `user` | the local user |
+| `TOOLAGENT_API_URL` | `api_url` | none (the CLI opens the store itself) |
+| `TOOLAGENT_API_KEY` | `api_key` | none |
 | `TOOLAGENT_LOG_LEVEL` | `log_level` | `warning` |
 | `TOOLAGENT_LOG_FORMAT` | `log_format` | `text` |
 | `TOOLAGENT_METRICS_AUTH` | `metrics_auth` | `none` |
@@ -114,6 +116,11 @@ class Settings(EnvSettings):
     """A YAML or JSON file overriding the engine's defaults (plans, levels, limits, timeouts)."""
     user: str | None = None
     """The user the CLI acts as (its `--user` wins over it)."""
+    api_url: str | None = None
+    """A running `toolagent serve` the CLI sends its tool calls, builds and reads to, instead of
+    opening the store and starting servers itself (the CLI's `--api` wins over it)."""
+    api_key: str | None = Field(None, repr=False)
+    """The API key the CLI sends to `api_url` (`toolagent keys create` prints one)."""
     log_level: str | None = None
     """`debug`, `info`, `warning` or `error`."""
     log_format: str | None = None

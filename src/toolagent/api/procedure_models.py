@@ -159,10 +159,18 @@ class ToolOut(_Output):
     runnable: bool | None = None
 
 
+class UserOut(_Output):
+    """The user the API key belongs to, whom the answer is for."""
+
+    name: str
+    level: str
+
+
 class ListToolsOutput(_Output):
     """listTools."""
 
     success: bool
+    user: UserOut
     tools: list[ToolOut]
     categorizedTools: dict[str, list[ToolOut]]
     totalCount: int
@@ -376,6 +384,11 @@ class ToolDetailsOutput(_Output):
     tool: ToolOut
     metrics: ToolMetricsOut
     userStats: UserStatsOut
+    user: UserOut
+    timeoutMs: int = Field(description="A call's timeout when it gives none, in milliseconds.")
+    timeoutSource: Literal["server", "engine"] = Field(
+        description="`server`: the server's `timeout_s` in the MCP config; `engine`: the engine's default."
+    )
 
 
 class ErrorInfo(BaseModel):

@@ -146,7 +146,7 @@ async def list_tools(svc: Services, caller: Caller, inp: ListToolsInput, reply: 
         tags=inp.tags,
         include_deprecated=inp.includeDeprecated,
     )
-    return {"success": True, **listing.to_json()}
+    return {"success": True, **listing.to_json(), "user": _user(caller)}
 
 
 async def execute_tool(svc: Services, caller: Caller, inp: ExecuteToolInput, reply: Reply) -> dict[str, Any]:
@@ -204,10 +204,22 @@ async def _answer(svc: Services, caller: Caller, outcome: CallOutcome, reply: Re
             # The refusal is recorded: name the record, as a failure does.
             from ..engine.hints import denial_fix
 
+            entry = svc.runtime.catalogue.get(outcome.tool)
             reply.details = {
                 "executionId": exc.execution_id,
                 "status": StepStatus.DENIED,
-                "fix": denial_fix(exc, caller.principal.name),
+                "fix": denial_fix(
+                    exc,
+                    caller.principal.name,
+                    risk_source=entry.risk_source if entry is not None else None,
+                    config_file=svc.config.file_of(entry.spec.server) if entry is not None else None,
+                ),
+            }
+        elif isinstance(exc, RateLimited | BudgetExceeded):
+            # Which limit, so a client can word it as the CLI does (the headers carry the figures).
+            reply.details = {
+                "status": StepStatus.DENIED,
+                "denial": "rate_limited" if isinstance(exc, RateLimited) else "budget",
             }
         raise exc or ToolAgentError(outcome.error)
     execution = outcome.record
@@ -356,7 +368,12 @@ async def get_tool_metrics(svc: Services, caller: Caller, inp: MetricsInput, rep
 async def get_tool_details(svc: Services, caller: Caller, inp: ToolNameInput, reply: Reply) -> dict[str, Any]:
     """getToolDetails: one tool with its schema, its metrics and the caller's own figures."""
     details = await svc.runtime.tool_details(inp.name, caller.principal)
-    return {"success": True, **details.to_json()}
+    return {"success": True, **details.to_json(), "user": _user(caller)}
+
+
+def _user(caller: Caller) -> dict[str, str]:
+    """Whom an answer is for (the CLI's `--api` mode prints it as the local commands do)."""
+    return {"name": caller.name, "level": caller.level}
 
 
 # -- the table both transports read -------------------------------------------------------------

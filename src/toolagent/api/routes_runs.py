@@ -3,6 +3,7 @@
 | route                                   | who                                                      |
 | ---                                     | ---                                                      |
 | `POST   /api/agents/{org}/{slug}/build` | any key that may run one of its tools; each step is gated by the engine as the caller |
+| `GET    /api/runs`                      | the caller's runs; everyone's, for an admin              |
 | `GET    /api/runs/{id}`                 | the run's user, admins                                   |
 | `POST   /api/runs/{id}/cancel`          | the run's user, admins                                   |
 | `GET    /api/runs/{id}/events`          | the run's user, admins                                   |
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Header, Path, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ..agents import load_record
@@ -175,6 +176,45 @@ async def build(request: Request, org: OrgPath, slug: SlugPath, body: schemas.Bu
         "run": await _run_json(svc, row),
         "deliverable": (await svc.store.runs.get_deliverable(run_id)).to_json(),
     }
+
+
+#: Most runs one GET /api/runs answers.
+MAX_RUNS_LISTED = 500
+
+
+@router.get(
+    "/runs",
+    summary="List runs",
+    response_model=schemas.RunListOutput,
+    responses={**AUTH_RESPONSES, **INPUT_RESPONSES},
+)
+async def list_runs(
+    request: Request,
+    caller: CallerDep,
+    agent: Annotated[
+        str | None, Query(max_length=201, pattern=r"^[^/]+/[^/]+$", description="Only runs of this `org/slug`.")
+    ] = None,
+    status: Annotated[RunStatus | None, Query(description="Only runs of this status.")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_RUNS_LISTED, description="How many, newest first.")] = 20,
+) -> Any:
+    """The caller's runs (everyone's, for an admin), newest first, without their steps
+    (`GET /api/runs/{id}` has those). A scoped key sees only runs that stay within its categories."""
+    svc = services(request)
+    org_slug = tuple(agent.split("/", 1)) if agent else None
+    rows = await svc.store.runs.list_runs(
+        user_id=None if caller.is_admin else caller.user_id,
+        agent=(org_slug[0], org_slug[1]) if org_slug else None,
+        status=status,
+        limit=limit,
+    )
+    if caller.principal.categories is not None:
+        kept = []
+        for row in rows:
+            tools = [st.tool for st in await svc.store.runs.get_steps(row.id)]
+            if await svc.runtime.run_in_scope(row.id, caller.principal, tools):
+                kept.append(row)
+        rows = kept
+    return {"success": True, "runs": [row.to_json() for row in rows]}
 
 
 @router.get(

@@ -234,6 +234,32 @@ class BuildAcceptedOutput(_Output):
     links: RunLinks
 
 
+class RunSummaryOut(_Output):
+    """A BUILD run without its steps (GET /api/runs)."""
+
+    id: str
+    agent: str = Field(description="`org/slug`.")
+    agentVersion: str | None = None
+    user: str | None = None
+    status: RunStatus
+    executionMode: str
+    stopOnError: bool
+    payload: Any = None
+    overrides: Any = None
+    error: str | None = None
+    startedAt: str | None = None
+    endedAt: str | None = None
+    durationMs: float | None = None
+    deliverableId: str | None = None
+
+
+class RunListOutput(_Output):
+    """GET /api/runs."""
+
+    success: bool
+    runs: list[RunSummaryOut]
+
+
 class RunOutput(_Output):
     """GET /api/runs/{id}."""
 

@@ -140,6 +140,7 @@ class RootGroup(TyperGroup):
         for command in self.commands.values():
             add_global_options(command, self._globals())
         self._listing = False
+        self._remote = False
 
     def _globals(self) -> list[Any]:
         return [p for p in self.params if isinstance(p, TyperOption)]
@@ -148,6 +149,11 @@ class RootGroup(TyperGroup):
         return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if self._remote and not self._listing:
+            # Loaded as the command modules are: it builds on this module.
+            remote = importlib.import_module(f"{__package__}.remote").remote_command(ctx, cmd_name, self._globals())
+            if remote is not None:
+                return remote
         command = self.commands.get(cmd_name)
         if command is not None or cmd_name not in COMMANDS:
             return command
@@ -188,6 +194,9 @@ class RootGroup(TyperGroup):
             matches = difflib.get_close_matches(name, list(COMMANDS))
             hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
             ctx.fail(f"No such command {name!r}.{hint}")
+        # `--api` (or TOOLAGENT_API_URL) sends the command to a running `toolagent serve`; given
+        # after the command, it is only in the arguments yet.
+        self._remote = bool(ctx.params.get("api")) or any(a == "--api" or a.startswith("--api=") for a in args)
         return super().resolve_command(ctx, args)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
@@ -225,6 +234,8 @@ class Globals:
     debug: bool = False
     servers: str | None = None
     user: str | None = None
+    api: str | None = None
+    """`--api` / `TOOLAGENT_API_URL`: the running `toolagent serve` the command is sent to."""
     logging_ready: bool = False
     """Logging is set up (by the first `run`, or by a command that sets up its own)."""
     sources: dict[str, str] = field(default_factory=dict)
@@ -277,15 +288,25 @@ def _global_options(
         metavar="NAME",
         help="Act as this user. Default: the local user.",
     ),
+    api: str | None = typer.Option(
+        None,
+        "--api",
+        envvar="TOOLAGENT_API_URL",
+        show_envvar=True,
+        metavar="URL",
+        help="Send the command to a running `toolagent serve` at URL (e.g. http://127.0.0.1:8080), with the API "
+        "key in TOOLAGENT_API_KEY, instead of opening the store and starting the servers here: the servers stay "
+        "warm between commands. For tools list/show/call, build, runs list/show and agents list/show.",
+    ),
     version: bool = typer.Option(
         False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
     ),
 ) -> None:
-    state.db, state.json, state.debug, state.user = db, as_json, debug, user
+    state.db, state.json, state.debug, state.user, state.api = db, as_json, debug, user, api
     state.servers = _joined_servers(servers)
     state.logging_ready = False
     state.sources = {}
-    for name in ("db", "servers", "user"):
+    for name in ("db", "servers", "user", "api"):
         # By name: typer carries its own copy of click, whose `ParameterSource` this is.
         source = getattr(ctx.get_parameter_source(name), "name", None)
         if source == "COMMANDLINE":

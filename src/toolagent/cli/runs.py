@@ -17,13 +17,13 @@ from ..data import demo_payload_file, servers_file
 from ..engine import EngineConfig
 from ..errors import DefinitionInvalid, NotFound, UsageError
 from ..mcp.config import ServersConfig
-from ..model.status import RunStatus, StepStatus
+from ..model.status import RunStatus
 from ..runtime import Runtime
 from ..store import open_store
 from ..tools.base import CallContext
 from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, run, state
 from ._hints import check_payload
-from ._tables import Column, fitted_table
+from ._shown import MARKS, build_done, build_json, run_list, run_shown
 from .tools import cli_runtime, namespaces_of
 from .worker import submit_build, submit_wanted
 
@@ -37,13 +37,6 @@ app.add_typer(deliverables_app, name="deliverables")
 
 #: How often `runs cancel` looks at the run while it waits for it to stop.
 CANCEL_POLL_S = 0.15
-_MARKS: dict[str, str] = {
-    StepStatus.SUCCESS: "[green]✓[/]",
-    StepStatus.FAILED: "[red]✗[/]",
-    StepStatus.DENIED: "[red]⊘[/]",
-    StepStatus.SKIPPED: "[yellow]-[/]",
-    StepStatus.CANCELLED: "[yellow]⊗[/]",
-}
 
 
 def _progress(event: RunEvent) -> None:
@@ -56,7 +49,7 @@ def _progress(event: RunEvent) -> None:
     elif event.kind == "step_started" and step is not None:
         err.print(f"[dim]…[/] {step.tool}", markup=True)
     elif event.kind == "step_finished" and step is not None:
-        mark = _MARKS.get(step.status, "?")
+        mark = MARKS.get(step.status, "?")
         took = f"{step.duration_ms:.0f} ms" if step.duration_ms is not None else ""
         why = f" — {step.error}" if step.error else ""
         err.print(f"{mark} {step.tool} [dim]{took}[/]{why}", markup=True)
@@ -114,29 +107,11 @@ async def _build(
             outcome = await runner.run(plan, payload, on_event=_progress if is_tty() or not state.json else None)
     d = outcome.deliverable
     from_file = agent.source != agent.ref
+    shown_run = {"id": outcome.run_id, "status": outcome.status, "error": outcome.error}
     if state.json:
-        emit_json(
-            {
-                "runId": outcome.run_id,
-                "status": outcome.status,
-                "deliverableId": d["id"],
-                "deliverable": {
-                    "id": d["id"],
-                    "format": d["format"],
-                    "type": d["type"],
-                    "metadata": d["metadata"],
-                    "data": d["data"],
-                },
-            }
-        )
+        emit_json(build_json(shown_run, d))
     else:
-        print(d["content"], end="" if d["content"].endswith("\n") else "\n")
-        colour = "green" if outcome.ok else "red"
-        err.print(
-            f"[{colour}]run {outcome.run_id}: {outcome.status}[/] — deliverable {d['id']}"
-            + (f" — {outcome.error}" if outcome.error else ""),
-            markup=True,
-        )
+        build_done(shown_run, d, ok=outcome.ok)
         if from_file:
             # The run and deliverable carry the file's org/slug; without this line that reads as
             # if the agent were in the store, and `agents show` of it then fails.
@@ -249,29 +224,8 @@ def runs_list(
             rows = await store.runs.list_runs(agent=parts, status=status, limit=limit)
         if state.json:
             emit_json([r.to_json() for r in rows])
-            return
-        columns = (
-            Column("run", keep=True),
-            Column("agent", keep=True),
-            Column("status"),
-            Column("mode", drop=2),
-            Column("started"),
-            Column("ms", justify="right", drop=3),
-            Column("deliverable", keep=True, drop=1),
-        )
-        cells = [
-            (
-                r.id,
-                f"{r.organization_slug}/{r.agent_slug}",
-                r.status,
-                r.execution_mode,
-                r.started_at.strftime("%Y-%m-%d %H:%M:%S"),
-                f"{r.duration_ms or 0:.0f}",
-                r.deliverable_id or "",
-            )
-            for r in rows
-        ]
-        out.print(fitted_table(columns, cells, out.width, markup=False))
+        else:
+            run_list([r.to_json() for r in rows])
 
     run(body)
 
@@ -287,25 +241,11 @@ def runs_show(run_id: str = typer.Argument(..., help="Run id (run_...).")) -> No
         async with open_store(state.db) as store:
             row = await store.runs.get_run(run_id)
             steps = await store.runs.get_steps(run_id)
+        shown = {**row.to_json(), "steps": [s.to_json() for s in steps]}
         if state.json:
-            emit_json({**row.to_json(), "steps": [s.to_json() for s in steps]})
-            return
-        out.print(
-            f"[bold]{row.id}[/] {row.organization_slug}/{row.agent_slug}: {row.status} "
-            f"({row.execution_mode}, {row.duration_ms or 0:.0f} ms) deliverable {row.deliverable_id}"
-        )
-        if row.error:
-            out.print(f"[red]{row.error}[/]")
-        for s in steps:
-            mark = _MARKS.get(s.status, "?")
-            out.print(
-                f"{mark} {s.position}. {s.tool} {s.status} {s.duration_ms or 0:.0f} ms"
-                + (f" — {s.error}" if s.error else "")
-            )
-            if s.param_sources:
-                chained = {k: v for k, v in s.param_sources.items() if v != "params"}
-                if chained:
-                    out.print(f"   [dim]arguments from: {json.dumps(chained)}[/]")
+            emit_json(shown)
+        else:
+            run_shown(shown)
 
     run(body)
 

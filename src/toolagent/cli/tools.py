@@ -9,35 +9,30 @@ limit, budget), recorded in `toolagent history`, bounded by its timeout and canc
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import math
 import sys
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
-from datetime import datetime
-from typing import cast
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from ..engine import ExecutionDenied, Principal, ToolEntry
+from ..engine import ExecutionDenied, Principal
 from ..engine.permissions import parse_category
 from ..errors import ArgumentsInvalid, BudgetExceeded, NotFound, RateLimited, UsageError
 from ..mcp.config import ServersConfig
 from ..model.execution import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
-from ..model.permissions import CATEGORIES, DENIAL_DISABLED, DENIAL_LEVEL, levels_for
-from ..model.spec import ToolResult
+from ..model.permissions import CATEGORIES
 from ..model.status import CallStatus, ExecutionStatus
-from ..policy import Decision
 from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
 from ..store import Store
 from ..tools.base import CallContext, CallOutcome
 from ..tools.records import answered
 from ..tools.under_agent import under_agent
-from ._app import EXIT_FAILED, app, emit_json, err, fail, out, read_json_arg, run, state
+from ._app import EXIT_FAILED, app, emit_json, err, fail, read_json_arg, run, state
+from ._shown import denial_message, failure_message, succeeded, tool_details, tool_listing, tool_result
 
 tools_app = typer.Typer(
     help=(
@@ -47,24 +42,6 @@ tools_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(tools_app, name="tools")
-
-#: What the terminal shows of a value (the store keeps everything).
-TERMINAL_CAP = FlowCap(max_items=20, max_chars=4000)
-
-_CATEGORY_SOURCES = {
-    "operator": 'set by the operator ("category" in mcp.json, or the engine config)',
-    "server": "from the server's name",
-    "tool": "from the tool's name or title",
-    "annotations": "from the server's annotations (openWorldHint)",
-    "default": 'default: set "category" in mcp.json to change it',
-}
-_RISK_SOURCES = {
-    "operator": 'set by the operator ("risk" in mcp.json, or the engine config)',
-    "table": "from the built-in risk table",
-    "annotations": "from the server's annotations (the server is marked trusted)",
-    "default": 'default: unclassified tools are dangerous; set "risk" in mcp.json to change it',
-}
-
 
 # -- shared with `build` ------------------------------------------------------------------------
 
@@ -144,25 +121,6 @@ async def qualified_matches(names: Iterable[str], servers: ServersConfig) -> dic
     return out
 
 
-def _may_run(decision: Decision, entry: ToolEntry) -> str:
-    """The policy's answer for the "you may run" column."""
-    if decision.allowed:
-        return "yes"
-    if decision.code == DENIAL_DISABLED:
-        return "no: disabled"
-    if decision.code == DENIAL_LEVEL:
-        return f"no: needs {levels_for(entry.risk)[0] if levels_for(entry.risk) else 'a known risk'}"
-    return f"no: {decision.reason or decision.code}"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun if n == 1 else (noun[:-1] + 'ies' if noun.endswith('y') else noun + 's')}"
-
-
-def _when(value: datetime | None) -> str:
-    return value.isoformat(timespec="seconds") if value is not None else "never"
-
-
 # -- list ---------------------------------------------------------------------------------------
 
 
@@ -198,42 +156,11 @@ def tools_list(
             listing = await runtime.list_tools(
                 me, category=category, search=search, tags=tag, include_deprecated=include_deprecated
             )
-            policy = runtime.policy
+        shown = {**listing.to_json(), "user": {"name": me.name, "level": me.level}}
         if state.json:
-            emit_json({**listing.to_json(), "user": {"name": me.name, "level": me.level}, "errors": errors})
+            emit_json({**shown, "errors": errors})
         else:
-            rows = [
-                (
-                    cat if i == 0 else "",
-                    e.name + (" (deprecated)" if e.deprecated else ""),
-                    e.risk,
-                    _may_run(policy.decide(me, e), e),
-                    e.spec.description.strip().splitlines()[0] if e.spec.description.strip() else "",
-                    i == len(entries) - 1,
-                )
-                for cat, entries in listing.categorized.items()
-                for i, e in enumerate(entries)
-            ]
-            # Names are never cut; the description gets one line of what the other columns leave.
-            fixed = [
-                max([len(h), *(len(cast(str, r[k])) for r in rows)])  # the first four cells are text
-                for k, h in enumerate(("category", "tool", "risk", "you may run"))
-            ]
-            table = Table("category", "tool", "risk", "you may run")
-            for column in table.columns:
-                column.no_wrap = True
-            table.add_column(
-                "description", no_wrap=True, overflow="ellipsis", max_width=max(10, out.width - sum(fixed) - 16)
-            )  # 5 columns: padding 2 each, 6 rules
-            for cat, name, risk, may, desc, last in rows:
-                table.add_row(cat, escape(name), risk, may, escape(desc), end_section=last)
-            out.print(table)
-            runnable = len(listing.runnable or ())
-            err.print(
-                f"{_count(listing.total_count, 'tool')} in {_count(len(listing.categorized), 'category')}; "
-                f"you ({me.name}, {me.level}) may run {runnable}. Details: toolagent tools show NAME",
-                markup=False,
-            )
+            tool_listing(shown)
         for name, why in errors.items():
             err.print(f"[red]unavailable[/] {escape(name)}: {escape(why)}", markup=True)
         if errors and len(runtime.catalogue) == 0:  # no server answered
@@ -262,51 +189,11 @@ def tools_show(name: str = typer.Argument(..., help="Tool as namespace/tool, e.g
             await runtime.tools.resolve(name)  # names the configured servers, or the server's tools, when wrong
             await runtime.catalogue.refresh([name.partition("/")[0]])
             details = await runtime.tool_details(name, me)
-            decision = runtime.policy.decide(me, details.tool)
-            default_timeout_ms = runtime.config.default_timeout_ms
+        shown = {**details.to_json(), "user": {"name": me.name, "level": me.level}}
         if state.json:
-            emit_json({**details.to_json(), "user": {"name": me.name, "level": me.level}})
-            return
-        e, m, u = details.tool, details.metrics, details.user_stats
-        spec = e.spec
-        out.print(
-            f"[bold]{escape(e.name)}[/]"
-            + (f" — {escape(spec.title)}" if spec.title else "")
-            + f" [dim](server {escape(spec.server)})[/]",
-            markup=True,
-        )
-        if spec.description:
-            for line in inspect.cleandoc(spec.description).splitlines():
-                out.print(f"  {line}", markup=False)
-        status = ("enabled" if e.enabled else "disabled") + (", deprecated" if e.deprecated else "")
-        rows = [
-            ("category", f"{e.category} — {_CATEGORY_SOURCES.get(e.category_source, e.category_source)}"),
-            ("risk", f"{e.risk} — {_RISK_SOURCES.get(e.risk_source, e.risk_source)}"),
-            ("you may run", f"{_may_run(decision, e)} ({me.name}, {me.level})"),
-            ("tags", ", ".join(e.tags) or "-"),
-            ("version", e.version or "-"),
-            ("status", status),
-            (
-                "timeout",
-                f"{spec.timeout_s:g} s (server config)"
-                if spec.timeout_s
-                else f"{default_timeout_ms} ms (engine default)",
-            ),
-        ]
-        for label, value in rows:
-            out.print(f"  {label:<12} {value}", markup=False)
-        out.print("input schema:", markup=False)
-        out.print(json.dumps(spec.input_schema, indent=2), markup=False)
-        out.print(
-            f"metrics:     calls {m.invocations}: {m.successes} ok, {m.failures} failed, {m.cancelled} cancelled; "
-            f"avg {m.average_ms:.0f} ms, p50 {m.p50_ms:.0f} ms, p95 {m.p95_ms:.0f} ms; last {_when(m.last_invoked)}",
-            markup=False,
-        )
-        out.print(
-            f"your use:    executions {u.total}: {u.success} ok, {u.failed} failed, {u.cancelled} cancelled, "
-            f"{u.denied} denied; avg {u.average_ms:.0f} ms; last {_when(u.last_executed)}",
-            markup=False,
-        )
+            emit_json(shown)
+        else:
+            tool_details(shown)
 
     run(body)
 
@@ -319,13 +206,8 @@ def _denial_message(
 ) -> str:
     from ..engine.hints import denial_fix
 
-    lines = [f"denied: {exc.message}"]
     fix = denial_fix(exc, me.name, risk_source=risk_source, config_file=config_file)
-    if fix:
-        lines.append(f"fix: {fix}")
-    if exc.execution_id:
-        lines.append(f"recorded as execution {exc.execution_id} (toolagent executions show {exc.execution_id})")
-    return "\n".join(lines)
+    return denial_message(exc.message, fix, exc.execution_id)
 
 
 def _limit_message(exc: RateLimited | BudgetExceeded) -> str:
@@ -336,20 +218,6 @@ def _limit_message(exc: RateLimited | BudgetExceeded) -> str:
     if limit is not None and retry is not None:
         lines.append(f"limit {limit}, remaining {getattr(exc, 'remaining', 0)}, retry after {math.ceil(retry)} s")
     return "\n".join(lines)
-
-
-def _print_result(result: ToolResult) -> None:
-    if result.structured is not None:
-        print(json.dumps(TERMINAL_CAP.apply(result.structured), indent=2, default=str))
-    elif result.text:
-        print(result.text)
-
-
-def _failure_message(execution: Execution) -> str:
-    if execution.status == ExecutionStatus.CANCELLED:
-        reason = execution.reason or "cancelled"
-        return f"cancelled: {reason}" if not reason.startswith("cancelled") else reason
-    return f"tool '{execution.tool}' failed: {execution.error or 'the tool reported an error'}"
 
 
 @tools_app.command("call")
@@ -460,12 +328,12 @@ def _report(
         emit_json(execution.to_json())
     if problem is None and execution is not None and execution.status != ExecutionStatus.SUCCESS:
         if not state.json and execution.result is not None and execution.result.structured is not None:
-            _print_result(execution.result)
-        problem = f"{_failure_message(execution)}\nexecution {execution.id} (toolagent executions show {execution.id})"
+            tool_result(execution.result.to_json())
+        problem = failure_message(execution.to_json())
     if problem is not None:
         fail(problem, EXIT_FAILED)
     if execution is not None and not state.json:
         if execution.result is not None:
-            _print_result(execution.result)
-        err.print(f"[dim]execution {execution.id}: success in {execution.duration_ms or 0:.0f} ms[/]", markup=True)
+            tool_result(execution.result.to_json())
+        succeeded(execution.id, execution.duration_ms)
     return 0

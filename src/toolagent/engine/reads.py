@@ -42,13 +42,24 @@ class ToolDetails:
     """The caller's figures for it."""
     runnable: bool
     """Whether the caller may run it, as the policy decides."""
+    default_timeout_ms: int
+    """The engine's timeout, for a tool whose server config sets none."""
+
+    @property
+    def timeout_ms(self) -> int:
+        """A call's timeout when the caller gives none: the server config's, else the engine's."""
+        spec_s = self.tool.spec.timeout_s
+        return round(spec_s * 1000) if spec_s else self.default_timeout_ms
 
     def to_json(self) -> dict[str, Any]:
-        """API form: `tool`, `metrics`, `userStats`."""
+        """API form: `tool`, `metrics`, `userStats`, and the timeout a call gets (`timeoutMs`; from
+        the server config or the engine default, `timeoutSource`)."""
         return {
             "tool": self.tool.to_json(runnable=self.runnable),
             "metrics": self.metrics.to_json(),
             "userStats": self.user_stats.to_json(),
+            "timeoutMs": self.timeout_ms,
+            "timeoutSource": "server" if self.tool.spec.timeout_s else "engine",
         }
 
 
@@ -150,7 +161,9 @@ class Reads:
         snapshot = await self.metrics_store.snapshot(tool=name, registered={name: entry.category}, now=self._now())
         metrics = snapshot.tool_metrics(name) or ToolMetrics(name, entry.category)
         own = await self.metrics_store.user_tool_stats(principal.name, name)
-        return ToolDetails(entry, metrics, own, self.policy.decide(principal, entry).allowed)
+        return ToolDetails(
+            entry, metrics, own, self.policy.decide(principal, entry).allowed, self.config.default_timeout_ms
+        )
 
     def _visible_tool(self, name: str, principal: Principal) -> ToolEntry:
         """The tool, when its category is within the principal's key scopes (else not found, as an
