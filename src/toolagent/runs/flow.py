@@ -29,7 +29,11 @@ class FlowCap:
         Raises:
             UsageError: a value is not a positive integer.
         """
-        settings = Settings.from_env(environ)
+        return cls.from_settings(Settings.from_env(environ))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FlowCap:
+        """Bounds from `settings` (`TOOLAGENT_FLOW_MAX_ITEMS`, `TOOLAGENT_FLOW_MAX_CHARS`), else the defaults."""
         values = {"max_items": settings.flow_max_items, "max_chars": settings.flow_max_chars}
         return cls(**{k: v for k, v in values.items() if v is not None})
 

@@ -42,13 +42,6 @@ def job_retention_s() -> float:
     return DEFAULT_JOB_RETENTION_S if value is None else value
 
 
-def submitting(flag: bool = False) -> bool:
-    """Whether BUILD runs go to the workers: `flag` (`--submit`), else `TOOLAGENT_EXECUTION=queue`."""
-    from ..settings import Settings
-
-    return flag or Settings.from_env().execution == "queue"
-
-
 def conninfo(url: str) -> str:
     """The libpq form of a store URL (`postgresql+psycopg://...` -> `postgresql://...`).
 
@@ -122,5 +115,4 @@ __all__ = [
     "job_retention_s",
     "reap_every_s",
     "stalled_after_s",
-    "submitting",
 ]
