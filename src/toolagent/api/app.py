@@ -182,7 +182,7 @@ def create_app(
             from ..workers.app import stalled_after_s
 
             counts = {(c.queue, c.status): c.count for c in await svc.store.queue.counts()}
-            workers = await svc.store.queue.worker_count(stalled_after_s())
+            workers = await svc.store.queue.worker_count(stalled_after_s(svc.settings))
             snapshot = _replace(snapshot, queue=counts, workers=workers)
         return Response(render(snapshot, http=request.app.state.http_metrics), media_type=CONTENT_TYPE)
 

@@ -14,7 +14,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ..mcp.config import ServersConfig
 from ..mcp.pool import ServerPool
-from ..runs import BuildPlan, BuildRunner, FlowCap, RunEvent, RunOutcome
+from ..runs import BuildPlan, BuildRunner, RunEvent, RunOutcome
 from ..runtime import Runtime, open_runtime
 from ..settings import Settings
 from ..store import Store
@@ -242,8 +242,7 @@ async def open_services(
         UsageError: `submit` on a SQLite store.
     """
     settings = settings if settings is not None else Settings.defaults()
-    flow_cap = FlowCap.from_settings(settings)
-    async with open_runtime(db, servers, flow_cap=flow_cap) as runtime, anyio.create_task_group() as tg:
+    async with open_runtime(db, servers, settings=settings) as runtime, anyio.create_task_group() as tg:
         dispatch = Dispatcher.decide(submit=submit, execution=settings.execution, sqlite=runtime.db.is_sqlite)
         if dispatch.note:
             log.warning("%s", dispatch.note)

@@ -319,7 +319,13 @@ def runs_cancel(
     """
 
     async def body() -> int:
-        async with open_store(state.db) as store, Runtime(store, config=EngineConfig.load()) as engine:
+        from ..settings import Settings
+
+        settings = Settings.from_env()  # this command's, read once
+        async with (
+            open_store(state.db) as store,
+            Runtime(store, config=EngineConfig.load(), settings=settings) as engine,
+        ):
             me = await engine.principal(state.user)
             # Someone else's run reads exactly like a missing one.
             missing = NotFound(

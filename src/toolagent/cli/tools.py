@@ -81,9 +81,7 @@ async def cli_runtime(
         ConfigError: the engine config is invalid.
         NotFound: `--user` names no user.
     """
-    async with open_runtime(
-        state.db, servers, store=store, flow_cap=FlowCap.from_env(), on_starting=_starting
-    ) as runtime:
+    async with open_runtime(state.db, servers, store=store, on_starting=_starting) as runtime:
         yield runtime, await runtime.principal(state.user)
 
 

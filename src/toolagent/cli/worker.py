@@ -25,9 +25,10 @@ if TYPE_CHECKING:
 
 def stalled_s() -> float:
     """`TOOLAGENT_WORKER_STALLED_S`, else the default."""
+    from ..settings import Settings
     from ..workers.app import stalled_after_s
 
-    return stalled_after_s()
+    return stalled_after_s(Settings.from_env())
 
 
 @app.command("worker")
@@ -56,8 +57,9 @@ def worker(
     from .._heap import tune_collector
     from ..engine.logs import configure_logging
     from ..mcp.config import ServersConfig
-    from ..runs.flow import FlowCap
     from ..runtime import open_runtime
+    from ..settings import Settings
+    from ..workers.app import job_retention_s, stalled_after_s
     from ..workers.worker import run_worker
 
     names = [q.strip() for q in queues.split(",") if q.strip()]
@@ -66,10 +68,11 @@ def worker(
         raise fail(f"--queues: unknown queue {', '.join(unknown) or '(none)'}; use builds (and tools)", EXIT_USAGE)
     configure_logging(level="DEBUG" if state.debug else None, lifecycle=True)
     state.logging_ready = True
+    settings = Settings.from_env()  # this process's, read once
 
     async def body() -> None:
         config = ServersConfig.load(state.servers)
-        async with open_runtime(state.db, config, flow_cap=FlowCap.from_env()) as runtime:
+        async with open_runtime(state.db, config, settings=settings) as runtime:
             if runtime.store.db.is_sqlite:
                 raise fail(
                     "toolagent worker needs PostgreSQL: set TOOLAGENT_DATABASE_URL (or --db) to "
@@ -91,7 +94,8 @@ def worker(
                 concurrency=concurrency,
                 queues=names,
                 shutdown_grace_s=shutdown_grace,
-                stalled_s=stalled_s(),
+                stalled_s=stalled_after_s(settings),
+                retention_s=job_retention_s(settings),
                 on_event=told,
                 ready=ready,
             )
