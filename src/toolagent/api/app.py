@@ -103,7 +103,7 @@ def create_app(
         async with open_services(db, config, settings=settings, submit=submit) as svc:
             app.state.services = svc
             if getattr(app.state, "freeze_heap", False):  # set by `serve`, which owns its process
-                tune_collector()
+                tune_collector(settings.gc_threshold)
             yield
 
     app = FastAPI(

@@ -80,7 +80,7 @@ def worker(
                     EXIT_USAGE,
                 )
 
-            tune_collector()  # this process is the worker's own (`toolagent._heap`)
+            tune_collector(settings.gc_threshold)  # this process is the worker's own (`toolagent._heap`)
 
             def ready(worker_id: int | None) -> None:
                 err.print(f"worker {worker_id} ready on {', '.join(names)} (concurrency {concurrency})", markup=False)
