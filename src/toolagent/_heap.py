@@ -31,13 +31,12 @@ GEN0_THRESHOLD = 10_000
 
 def tune_collector(gen0_threshold: int | None = None) -> int:
     """Collect, move every object alive now out of the collector's reach, and collect the young
-    generation every `gen0_threshold` allocations (default: `TOOLAGENT_GC_THRESHOLD`, else
-    `GEN0_THRESHOLD`); the older generations keep their ratios. Returns how many objects were frozen.
+    generation every `gen0_threshold` allocations (default `GEN0_THRESHOLD`; `serve` and `worker`
+    pass `TOOLAGENT_GC_THRESHOLD`); the older generations keep their ratios. Returns how many
+    objects were frozen.
     """
     if gen0_threshold is None:
-        from .settings import Settings
-
-        gen0_threshold = Settings.from_env().gc_threshold or GEN0_THRESHOLD
+        gen0_threshold = GEN0_THRESHOLD
     gc.collect()
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()

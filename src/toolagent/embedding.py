@@ -30,12 +30,13 @@ from .model.execution import Execution
 from .model.spec import ToolResult, ToolSpec
 from .model.status import CallStatus
 from .runtime import DEFAULT_AUDIT, Runtime
+from .settings import Settings
 from .tools.base import CallContext, ToolSource
 from .tools.cancellation import CANCEL_WAIT_S
 from .tools.catalogue import Catalogue
 from .tools.function_source import FunctionSource, FunctionTool
 from .tools.records import answered
-from .tools.stack import ToolStack, build_tool_stack
+from .tools.stack import ToolStack
 
 if TYPE_CHECKING:
     from .agents.loaders import LoadedAgent
@@ -82,17 +83,7 @@ class Engine(Runtime):
         """
         if not self.started:
             raise UsageError("the engine is not started: use `async with Engine(...)` or `await engine.start()` first")
-        stack = ToolStack(
-            build_tool_stack(
-                invoke_source(spec, invoke),
-                recorder=self.recorder,
-                limits=self.limits,
-                cancellation=self.cancellation,
-                clock=self.clock,
-            ),
-            default_timeout_ms=self.config.default_timeout_ms,
-            clock=self.clock,
-        )
+        stack = self._stack_for(spec, invoke)
         ctx = CallContext(
             principal,
             api_key=api_key,
@@ -108,6 +99,17 @@ class Engine(Runtime):
         assert outcome.record is not None
         return outcome.record
 
+    def _stack_for(self, spec: ToolSpec, invoke: Invoke) -> ToolStack:
+        """The runtime's stack over `invoke` as `spec` (`Runtime.stack_over`), composed once per
+        tool and function: a caller passing the same function again reuses it."""
+        stacks: dict[str, tuple[ToolSpec, Invoke, ToolStack]] = self.__dict__.setdefault("_invoke_stacks", {})
+        kept = stacks.get(spec.name)
+        if kept is not None and kept[0] == spec and kept[1] is invoke:
+            return kept[2]
+        stack = self.stack_over(invoke_source(spec, invoke))
+        stacks[spec.name] = (spec, invoke, stack)
+        return stack
+
 
 async def build(
     agent: str | LoadedAgent,
@@ -120,6 +122,7 @@ async def build(
     principal: Principal | None = None,
     deliverable_format: str | None = None,
     metadata: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
 ) -> RunOutcome:
     """Run one BUILD and return its persisted outcome; for embedding toolagent in Python.
 
@@ -137,6 +140,7 @@ async def build(
         principal: the caller, already resolved (wins over `user`).
         deliverable_format: `json`, `markdown` or `text` instead of the agent's own.
         metadata: extra request metadata templates read as `metadata.*`.
+        settings: what the run's runtime runs with (default: read from the environment, once).
 
     Raises:
         ConfigError: invalid agent, overrides or server config (before anything runs).
@@ -145,12 +149,11 @@ async def build(
     from .agents.loaders import LoadedAgent
     from .mcp.config import ServersConfig
     from .runs import load_agent
-    from .runs.flow import FlowCap
     from .runs.plan import plan_build
     from .runtime import open_runtime
 
     config = servers if isinstance(servers, ServersConfig) else ServersConfig.load(servers)
-    async with open_runtime(db, config, flow_cap=FlowCap.from_env()) as runtime:
+    async with open_runtime(db, config, settings=settings) as runtime:
         caller = principal or await runtime.principal(user)
         loaded = agent if isinstance(agent, LoadedAgent) else await load_agent(agent, runtime.store)
         plan = plan_build(loaded, overrides, deliverable_format=deliverable_format)

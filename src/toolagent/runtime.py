@@ -43,7 +43,8 @@ from .policy import Policy
 from .settings import Settings
 from .store.executions import ExecutionStore, Owner
 from .store.history import Stats
-from .tools.base import CallContext
+from .tools.admission import AdmissionCheck
+from .tools.base import CallContext, ToolSource
 from .tools.cancellation import CANCEL_WAIT_S, Cancellation
 from .tools.catalogue import Catalogue
 from .tools.combined import CombinedSource, LeafSource
@@ -81,6 +82,7 @@ class Runtime:
         flow_cap: FlowCap | None = None,
         bounds: ResultBounds | None = None,
         sql_tools_require_agent: bool | None = None,
+        settings: Settings | None = None,
     ) -> None:
         """Args:
         store: The store (SQLite or PostgreSQL), migrated.
@@ -92,23 +94,30 @@ class Runtime:
         clock: Wall clock in seconds since the epoch: timestamps, ids, rate windows, budgets.
         audit: Where decisions and outcomes go (default: the store's audit log; None: nowhere).
         owner: This process's identity on running rows (default: the current process).
-        flow_cap: How much of a step's result later steps and deliverables see.
+        flow_cap: How much of a step's result later steps and deliverables see (default: from
+            `settings`).
         bounds: Byte caps on stored and answered results and deliverables (default: from
-            `TOOLAGENT_MAX_RESULT_BYTES` / `TOOLAGENT_MAX_DELIVERABLE_BYTES`).
+            `settings`' `max_result_bytes` / `max_deliverable_bytes`).
         sql_tools_require_agent: Refuse direct calls of SQL-taking tools made under no agent
-            (default: `TOOLAGENT_SQL_TOOLS_REQUIRE_AGENT`, else off).
+            (default: `settings.sql_tools_require_agent`, else off).
+        settings: What this runtime runs with (caps, commit batching, flow bounds); default
+            `Settings.defaults()`: a runtime never reads the environment (`open_runtime` does,
+            when given none).
         """
         self.store = store
         self.db = store.db
         self.config = config or EngineConfig()
         self.clock = clock
         self.pool = pool
+        self.settings = settings if settings is not None else Settings.defaults()
+        if flow_cap is None:
+            from .runs.flow import FlowCap
+
+            flow_cap = FlowCap.from_settings(self.settings)
         self.flow_cap = flow_cap
-        if bounds is None or sql_tools_require_agent is None:
-            settings = Settings.from_env()
-            bounds = bounds or ResultBounds.from_settings(settings)
-            if sql_tools_require_agent is None:
-                sql_tools_require_agent = bool(settings.sql_tools_require_agent)
+        bounds = bounds or ResultBounds.from_settings(self.settings)
+        if sql_tools_require_agent is None:
+            sql_tools_require_agent = bool(self.settings.sql_tools_require_agent)
         self.bounds = bounds
         self.sql_tools_require_agent = sql_tools_require_agent
         self.events = EventBus()
@@ -122,7 +131,10 @@ class Runtime:
         self.metrics_store = Metrics(self.db)
         self.audit: AuditLog | None = AuditLog(self.db) if isinstance(audit, _DefaultAudit) else audit
         self.owner = owner or Owner.current()
-        self.recorder = Recorder(self.db, self.executions, self.audit, self.events, self.owner)
+        window_s, batch_max = Recorder.batching_of(self.settings)
+        self.recorder = Recorder(
+            self.db, self.executions, self.audit, self.events, self.owner, window_s=window_s, batch_max=batch_max
+        )
         self.cancellation = Cancellation(
             self.executions, self.recorder, self.owner, poll_s=self.config.cancel_poll_ms / 1000, clock=clock
         )
@@ -132,20 +144,7 @@ class Runtime:
         # The one decision, asked by the gate, the queued admission, the BUILD pre-check and
         # every listing, so that a listing shows what the caller can really run.
         self.policy = Policy()
-        self.tools = ToolStack(
-            build_tool_stack(
-                self.catalogue,
-                recorder=self.recorder,
-                limits=self.limits,
-                cancellation=self.cancellation,
-                clock=clock,
-                max_result_bytes=bounds.max_result_bytes,
-                sql_tools_require_agent=sql_tools_require_agent,
-                policy=self.policy,
-            ),
-            default_timeout_ms=self.config.default_timeout_ms,
-            clock=clock,
-        )
+        self.tools = self.stack_over(self.catalogue)
         self.reads = Reads(
             self.config,
             self.executions,
@@ -159,6 +158,33 @@ class Runtime:
         self._stack: AsyncExitStack | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._pending: list[Event] = []
+
+    def stack_over(
+        self, inner: ToolSource, *, recorder: Recorder | None = None, checks: Sequence[AdmissionCheck] | None = None
+    ) -> ToolStack:
+        """The governed tool stack over `inner`, with this runtime's parts (limits, cancellation,
+        clock, caps, policy): the one place a runtime composes it (`build_tool_stack`).
+
+        Args:
+            inner: The innermost source (the catalogue, or a caller's own).
+            recorder: Where its records go (default: the runtime's recorder).
+            checks: The admission checks in order (default: the policy, then the limits).
+        """
+        return ToolStack(
+            build_tool_stack(
+                inner,
+                recorder=recorder or self.recorder,
+                limits=self.limits,
+                cancellation=self.cancellation,
+                clock=self.clock,
+                max_result_bytes=self.bounds.max_result_bytes,
+                sql_tools_require_agent=self.sql_tools_require_agent,
+                policy=self.policy,
+                checks=checks,
+            ),
+            default_timeout_ms=self.config.default_timeout_ms,
+            clock=self.clock,
+        )
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -237,7 +263,6 @@ class Runtime:
         self, context: CallContext, *, max_concurrency: int | None = None, default_timeout_s: float | None = None
     ) -> BuildRunner:
         """A BUILD runner whose every step goes through this runtime's tool stack as `context`'s caller."""
-        from .runs.flow import FlowCap
         from .runs.runner import DEFAULT_MAX_CONCURRENCY, BuildRunner
 
         return BuildRunner(
@@ -246,7 +271,7 @@ class Runtime:
             context,
             default_timeout_s=default_timeout_s,
             max_concurrency=max_concurrency or DEFAULT_MAX_CONCURRENCY,
-            flow_cap=self.flow_cap or FlowCap(),
+            flow_cap=self.flow_cap,
             bounds=self.bounds,
         )
 
@@ -321,6 +346,7 @@ async def open_runtime(
     store: Store | None = None,
     on_store: Callable[[Store], Any] | None = None,
     on_starting: Callable[[str, float], None] | None = None,
+    settings: Settings | None = None,
     **options: Any,
 ) -> AsyncIterator[Runtime]:
     """Open the store (unless given), start the runtime, then enter the server pool.
@@ -332,6 +358,8 @@ async def open_runtime(
         store: An open store to use instead of opening `db`.
         on_store: Awaited with the store before anything else (e.g. seeding).
         on_starting: Told when an MCP server takes long to start (name, limit in seconds).
+        settings: What the runtime runs with (default: read from the environment, once, here:
+            this is the library's entry point).
         **options: Passed on to `Runtime` (`clock`, `audit`, `owner`, `flow_cap`).
 
     Raises:
@@ -342,6 +370,7 @@ async def open_runtime(
     from .store import open_store
     from .tools.python_servers import in_process_connector, load_python_servers, pool_config
 
+    settings = settings if settings is not None else Settings.from_env()
     servers_config = servers if isinstance(servers, ServersConfig) else ServersConfig.load(servers)
     engine_config = config or EngineConfig.load()
     # `python` servers are imported only now, once both configs are valid (ConfigError if one fails).
@@ -357,7 +386,9 @@ async def open_runtime(
         connector = in_process_connector(python_servers.servers, mcp_config) if python_servers.servers else None
         pool = ServerPool(mcp_config, on_starting=on_starting, connector=connector)
         runtime = await stack.enter_async_context(
-            Runtime(store, config=engine_config, pool=pool, sources=python_servers.functions, **options)
+            Runtime(
+                store, config=engine_config, pool=pool, sources=python_servers.functions, settings=settings, **options
+            )
         )
         await stack.enter_async_context(pool)
         for source in python_servers.functions:

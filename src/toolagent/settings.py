@@ -169,6 +169,12 @@ class Settings(EnvSettings):
         return {ENV_PREFIX + name.upper(): name for name in cls.model_fields}
 
     @classmethod
+    def defaults(cls) -> Settings:
+        """Every setting at its default, whatever the environment holds: for a library or a test
+        that needs settings without an entry point's."""
+        return cls.from_env({})
+
+    @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """The settings from the process environment (or from `environ`, for a caller that has its own).
 

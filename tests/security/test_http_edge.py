@@ -16,8 +16,9 @@ import httpx
 import pytest
 from _support.api_harness import LiveServer, User, agent_body, live_server, probe_servers, provision
 
-from toolagent.api.body_limit import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, max_body_bytes_from_env
+from toolagent.api.body_limit import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, max_body_bytes_of
 from toolagent.errors import ConfigError
+from toolagent.settings import Settings
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -131,15 +132,12 @@ def test_body_within_the_cap_passes(sqlite_server: tuple[dict[str, User], LiveSe
     assert response.status_code == 200, response.text[:300]
 
 
-def test_body_cap_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(MAX_BODY_ENV, raising=False)
-    assert max_body_bytes_from_env() == DEFAULT_MAX_BODY_BYTES == 1024 * 1024
-    monkeypatch.setenv(MAX_BODY_ENV, "2048")
-    assert max_body_bytes_from_env() == 2048
+def test_body_cap_setting() -> None:
+    assert max_body_bytes_of(Settings.from_env({})) == DEFAULT_MAX_BODY_BYTES == 1024 * 1024
+    assert max_body_bytes_of(Settings.from_env({MAX_BODY_ENV: "2048"})) == 2048
     for bad in ("0", "-1", "1MB"):
-        monkeypatch.setenv(MAX_BODY_ENV, bad)
         with pytest.raises(ConfigError, match=MAX_BODY_ENV):
-            max_body_bytes_from_env()
+            max_body_bytes_of(Settings.from_env({MAX_BODY_ENV: bad}))
 
 
 # -- BUILD gate before rendering -------------------------------------------------------------------

@@ -28,7 +28,7 @@ from ..mcp.config import ServersConfig
 from ..settings import Settings
 from . import errors
 from .auth import current_caller
-from .body_limit import BodyLimit, max_body_bytes_from_env
+from .body_limit import BodyLimit, max_body_bytes_of
 from .direct import EXECUTE_PATH, TRPC_EXECUTE_PATH, DirectExecute
 from .docs import install_docs
 from .edge import EdgeCheck
@@ -51,13 +51,13 @@ DEFAULT_METRICS_AUTH: MetricsAuth = "none"
 METRICS_AUTH_ENV = "TOOLAGENT_METRICS_AUTH"
 
 
-def metrics_auth_from_env() -> MetricsAuth:
+def metrics_auth_of(settings: Settings) -> MetricsAuth:
     """`TOOLAGENT_METRICS_AUTH` (`none`, `key` or `admin`), default `none`.
 
     Raises:
         ConfigError: any other value.
     """
-    value = (Settings.from_env().metrics_auth or DEFAULT_METRICS_AUTH).strip().lower()
+    value = (settings.metrics_auth or DEFAULT_METRICS_AUTH).strip().lower()
     if value not in get_args(MetricsAuth):
         raise ConfigError(f"{METRICS_AUTH_ENV}={value!r}: expected one of {', '.join(get_args(MetricsAuth))}")
     return cast(MetricsAuth, value)  # one of its values, checked above
@@ -69,36 +69,44 @@ def create_app(
     servers: ServersConfig | None = None,
     metrics_auth: MetricsAuth | None = None,
     max_body_bytes: int | None = None,
+    settings: Settings | None = None,
+    submit: bool = False,
 ) -> FastAPI:
-    """Build the app; the store and MCP servers open when it starts.
+    """Build the app; the store and MCP servers open when it starts, and where BUILD runs and async
+    calls go is decided then, once (`Services.dispatch`, see `toolagent.workers.dispatch`).
 
     Args:
-        db: store URL (default: `TOOLAGENT_DATABASE_URL` or the embedded SQLite file).
+        db: store URL (default: `settings.database_url` or the embedded SQLite file).
         servers: MCP server config (default: the usual lookup of `mcp.json`).
         metrics_auth: who may read /metrics: `none` (anyone), `key` (any valid API key), `admin`
             (an admin's key); default `TOOLAGENT_METRICS_AUTH`, else `none`.
         max_body_bytes: largest request body accepted (413 above it); default
             `TOOLAGENT_MAX_BODY_BYTES`, else 1 MiB.
+        settings: the settings this app runs with (default: read from the environment, once, here).
+        submit: `serve --submit`: BUILD runs and async calls go to the workers (PostgreSQL), as
+            with `TOOLAGENT_EXECUTION=queue`.
 
     Raises:
         ConfigError: an unknown `metrics_auth` (or `TOOLAGENT_METRICS_AUTH`), a bad
             `TOOLAGENT_MAX_BODY_BYTES`.
+        UsageError: (when the app starts) `submit` on a SQLite store.
     """
+    if settings is None:
+        settings = Settings.from_env()
     config = servers if servers is not None else ServersConfig.load()
     if metrics_auth is None:
-        metrics_auth = metrics_auth_from_env()
+        metrics_auth = metrics_auth_of(settings)
     elif metrics_auth not in get_args(MetricsAuth):
         raise ConfigError(f"metrics_auth={metrics_auth!r}: expected one of {', '.join(get_args(MetricsAuth))}")
 
-    gateway = HttpGateway(allowed_origins(Settings.from_env().gateway_allowed_origins))
+    gateway = HttpGateway(allowed_origins(settings.gateway_allowed_origins))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_services(db, config) as svc, gateway.serving(svc.runtime):
+        async with open_services(db, config, settings=settings, submit=submit) as svc, gateway.serving(svc.runtime):
             app.state.services = svc
-            svc.submit = bool(getattr(app.state, "submit_runs", False))
             if getattr(app.state, "freeze_heap", False):  # set by `serve`, which owns its process
-                tune_collector()
+                tune_collector(settings.gc_threshold)
             yield
 
     app = FastAPI(
@@ -119,7 +127,9 @@ def create_app(
     app.add_middleware(DirectExecute, routes=direct_routes)
     app.add_middleware(EdgeCheck)
     app.add_middleware(YamlAgentBody)  # a YAML agent PUT becomes JSON before the edge checks see it
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env())
+    app.add_middleware(
+        BodyLimit, max_bytes=max_body_bytes if max_body_bytes is not None else max_body_bytes_of(settings)
+    )
     app.state.http_metrics = HttpMetrics()
     app.add_middleware(RequestMetrics, metrics=app.state.http_metrics, routes=routes)
 
@@ -176,7 +186,8 @@ def create_app(
             from ..workers.app import stalled_after_s
 
             counts = {(c.queue, c.status): c.count for c in await svc.store.queue.counts()}
-            snapshot = _replace(snapshot, queue=counts, workers=await svc.store.queue.worker_count(stalled_after_s()))
+            workers = await svc.store.queue.worker_count(stalled_after_s(svc.settings))
+            snapshot = _replace(snapshot, queue=counts, workers=workers)
         return Response(render(snapshot, http=request.app.state.http_metrics), media_type=CONTENT_TYPE)
 
     from .routes_agents import router as agents_router

@@ -28,13 +28,13 @@ MAX_BODY_ENV = "TOOLAGENT_MAX_BODY_BYTES"
 BODY_SCOPE_KEY = "toolagent.body"
 
 
-def max_body_bytes_from_env() -> int:
+def max_body_bytes_of(settings: Settings) -> int:
     """`TOOLAGENT_MAX_BODY_BYTES` as a positive integer, else the default.
 
     Raises:
         ConfigError: a value that is not a positive integer.
     """
-    raw = (Settings.from_env().max_body_bytes or "").strip()
+    raw = (settings.max_body_bytes or "").strip()
     if not raw:
         return DEFAULT_MAX_BODY_BYTES
     try:
@@ -125,4 +125,4 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-__all__ = ["BODY_SCOPE_KEY", "DEFAULT_MAX_BODY_BYTES", "MAX_BODY_ENV", "BodyLimit", "max_body_bytes_from_env"]
+__all__ = ["BODY_SCOPE_KEY", "DEFAULT_MAX_BODY_BYTES", "MAX_BODY_ENV", "BodyLimit", "max_body_bytes_of"]

@@ -44,7 +44,6 @@ from ..model.status import CallStatus, ExecutionStatus, StepStatus
 from ..tools.base import CallContext, CallOutcome
 from ..tools.records import answered
 from ..tools.under_agent import under_agent
-from ..workers.app import submitting
 from .auth import Caller
 from .procedure_models import *  # noqa: F403 - the inputs and outputs are part of this module's names
 from .procedure_models import _Input
@@ -261,10 +260,8 @@ async def _start_in_background(
     call is stored `queued` with its job for the workers instead (None too, `admitted` holding the
     queued record); a refused or malformed call is still answered here.
     """
-    if not svc.store.db.is_sqlite and submitting(svc.submit):
-        from ..workers.calls import submit_call
-
-        queued = await submit_call(svc.runtime, entry, arguments, ctx)
+    if svc.dispatch.queued:
+        queued = await svc.dispatch.submit_call(svc.runtime, entry, arguments, ctx)
         if isinstance(queued, CallOutcome):
             return queued
         admitted.append(queued)

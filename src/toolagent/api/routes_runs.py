@@ -27,8 +27,7 @@ from ..model.status import RunStatus
 from ..runs import new_run_id, plan_build
 from ..store.runs import RunRow
 from ..tools.base import CallContext
-from ..workers.app import submitting
-from ..workers.submit import follow_run, submit_run
+from ..workers.submit import follow_run
 from . import schemas
 from .auth import Caller, CallerDep
 from .route_helpers import (
@@ -137,9 +136,9 @@ async def build(request: Request, org: OrgPath, slug: SlugPath, body: schemas.Bu
         # The merged definition is checked whole; the body's override keys are top level.
         return invalid_definition(exc, "", strip="configuration.")
     run_id = new_run_id()
-    if submitting(getattr(request.app.state, "submit_runs", False)) and not svc.store.db.is_sqlite:
+    if svc.dispatch.queued:
         # To the workers (`toolagent worker`): stored `queued` with its job in one transaction.
-        await submit_run(
+        await svc.dispatch.submit_build(
             svc.store,
             plan,
             body.payload,

@@ -13,9 +13,11 @@ import anyio.abc
 
 from ..mcp.config import ServersConfig
 from ..mcp.pool import ServerPool
-from ..runs import BuildPlan, BuildRunner, FlowCap, RunEvent, RunOutcome
+from ..runs import BuildPlan, BuildRunner, RunEvent, RunOutcome
 from ..runtime import Runtime, open_runtime
+from ..settings import Settings
 from ..store import Store
+from ..workers.dispatch import Dispatcher
 from .run_events import RunEvents
 
 log = logging.getLogger(__name__)
@@ -134,9 +136,11 @@ class Services:
     """Store, catalogue, tool stack, cancellation, principals and reads."""
     config: ServersConfig
     task_group: anyio.abc.TaskGroup
+    settings: Settings = field(default_factory=Settings.defaults)
+    """The settings the server was started with."""
+    dispatch: Dispatcher = Dispatcher.HERE
+    """Where BUILD runs and async calls go (here, or to the workers), decided once at start."""
     runs: LiveRuns = field(default_factory=LiveRuns)
-    submit: bool = False
-    """`toolagent serve --submit`: BUILD runs and async calls go to the workers (as `TOOLAGENT_EXECUTION=queue`)."""
 
     @property
     def store(self) -> Store:
@@ -161,11 +165,22 @@ class Services:
 
 
 @contextlib.asynccontextmanager
-async def open_services(db: str | None, servers: ServersConfig) -> AsyncIterator[Services]:
-    """Open the runtime (store, servers) and list every server's tools for the server's lifetime."""
-    async with open_runtime(db, servers, flow_cap=FlowCap.from_env()) as runtime, anyio.create_task_group() as tg:
+async def open_services(
+    db: str | None, servers: ServersConfig, *, settings: Settings | None = None, submit: bool = False
+) -> AsyncIterator[Services]:
+    """Open the runtime (store, servers), decide where BUILD runs and async calls go (`submit`:
+    `serve --submit`; see `Dispatcher.decide`) and list every server's tools for the server's lifetime.
+
+    Raises:
+        UsageError: `submit` on a SQLite store.
+    """
+    settings = settings if settings is not None else Settings.defaults()
+    async with open_runtime(db, servers, settings=settings) as runtime, anyio.create_task_group() as tg:
+        dispatch = Dispatcher.decide(submit=submit, execution=settings.execution, sqlite=runtime.db.is_sqlite)
+        if dispatch.note:
+            log.warning("%s", dispatch.note)
         await runtime.catalogue.refresh()
-        services = Services(runtime=runtime, config=servers, task_group=tg)
+        services = Services(runtime=runtime, config=servers, task_group=tg, settings=settings, dispatch=dispatch)
         try:
             yield services
         finally:

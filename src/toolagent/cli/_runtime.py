@@ -15,7 +15,10 @@ from ._app import state
 @contextlib.asynccontextmanager
 async def open_engine() -> AsyncIterator[Runtime]:
     """A `Runtime` over the command's store, closed (with the store) on exit."""
-    async with open_store(state.db) as store, Runtime(store, config=EngineConfig.load()) as engine:
+    from ..settings import Settings
+
+    settings = Settings.from_env()  # this command's, read once
+    async with open_store(state.db) as store, Runtime(store, config=EngineConfig.load(), settings=settings) as engine:
         yield engine
 
 

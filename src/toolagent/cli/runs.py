@@ -25,7 +25,7 @@ from ._app import EXIT_FAILED, app, emit_json, err, is_tty, out, read_json_arg, 
 from ._hints import check_payload
 from ._shown import MARKS, build_done, build_json, run_list, run_shown
 from .tools import cli_runtime, namespaces_of
-from .worker import submit_build, submit_wanted
+from .worker import dispatcher, submit_build
 
 if TYPE_CHECKING:
     from ..runs import RunEvent
@@ -87,18 +87,12 @@ async def _build(
             raise await _with_namespace_suggestions(exc, config) from exc
         plan = plan_build(agent, overrides, deliverable_format=fmt)
         check_payload(plan.agent_ref, plan.steps, payload)
-        if submit_wanted(submit):
+        dispatch = dispatcher(submit, store)
+        if dispatch.queued:
             # To the workers instead (PostgreSQL): see `cli/worker.py`.
-            code = await submit_build(
-                store,
-                plan,
-                payload,
-                explicit=submit,
-                wait=wait,
-                progress=_progress if is_tty() or not state.json else None,
+            return await submit_build(
+                store, dispatch, plan, payload, wait=wait, progress=_progress if is_tty() or not state.json else None
             )
-            if code is not None:
-                return code
         async with cli_runtime(config, store=store) as (runtime, principal):
             # Only the servers the plan uses are started (concurrently), not every configured one.
             await runtime.catalogue.refresh(namespaces_of(plan.tools))
@@ -265,7 +259,13 @@ def runs_cancel(
     """
 
     async def body() -> int:
-        async with open_store(state.db) as store, Runtime(store, config=EngineConfig.load()) as engine:
+        from ..settings import Settings
+
+        settings = Settings.from_env()  # this command's, read once
+        async with (
+            open_store(state.db) as store,
+            Runtime(store, config=EngineConfig.load(), settings=settings) as engine,
+        ):
             me = await engine.principal(state.user)
             # Someone else's run reads exactly like a missing one.
             missing = NotFound(

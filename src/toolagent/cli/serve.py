@@ -78,14 +78,14 @@ def serve(
     state.logging_ready = True
 
     if submit:
+        from ..errors import UsageError
         from ..store.db import default_url, normalize_url
+        from ..workers.dispatch import Dispatcher
 
-        if normalize_url(state.db or default_url()).startswith("sqlite"):
-            fail(
-                "--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL (or --db) "
-                "to postgresql://USER@HOST/DB; with SQLite, drop --submit to run builds here",
-                EXIT_USAGE,
-            )
+        try:  # refused here, before the banner; the app decides again, once, when it starts
+            Dispatcher.decide(submit=True, sqlite=normalize_url(state.db or default_url()).startswith("sqlite"))
+        except UsageError as exc:
+            fail(exc.message, EXIT_USAGE)
 
     if workers > 1:
         _serve_workers(host, port, log_level, workers, submit)
@@ -95,8 +95,7 @@ def serve(
         config = ServersConfig.load(state.servers)
         err.print(f"toolagent API on http://{host}:{port} (servers: {', '.join(config.enabled) or 'none'})")
         err.print(_store_line(), markup=False)
-        api = create_app(db=state.db, servers=config)
-        api.state.submit_runs = submit  # read by the BUILD route (see `toolagent.workers`)
+        api = create_app(db=state.db, servers=config, submit=submit)
         api.state.freeze_heap = True  # this process is the server's own (`toolagent._heap`)
         server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level=log_level))
         await server.serve()
@@ -130,10 +129,9 @@ def _serve_workers(host: str, port: int, log_level: str, workers: int, submit: b
 def worker_app() -> object:
     """The app of one `--workers` process, configured from the environment `serve` set."""
     from ..api.app import create_app
-    from ..workers.app import submitting
 
     configure_logging(lifecycle=True)
+    # `--submit` reaches this process as TOOLAGENT_EXECUTION=queue, which the app reads.
     api = create_app(servers=ServersConfig.load())
-    api.state.submit_runs = submitting(False)
     api.state.freeze_heap = True
     return api

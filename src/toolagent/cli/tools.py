@@ -25,7 +25,6 @@ from ..mcp.config import ServersConfig
 from ..model.execution import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Execution
 from ..model.permissions import CATEGORIES
 from ..model.status import CallStatus, ExecutionStatus
-from ..runs.flow import FlowCap
 from ..runtime import Runtime, open_runtime
 from ..store import Store
 from ..tools.base import CallContext, CallOutcome
@@ -59,9 +58,7 @@ async def cli_runtime(
         ConfigError: the engine config is invalid.
         NotFound: `--user` names no user.
     """
-    async with open_runtime(
-        state.db, servers, store=store, flow_cap=FlowCap.from_env(), on_starting=_starting
-    ) as runtime:
+    async with open_runtime(state.db, servers, store=store, on_starting=_starting) as runtime:
         yield runtime, await runtime.principal(state.user)
 
 

@@ -20,13 +20,15 @@ if TYPE_CHECKING:
     from ..runs.plan import BuildPlan
     from ..runs.steps import EventSink
     from ..store import Store
+    from ..workers.dispatch import Dispatcher
 
 
 def stalled_s() -> float:
     """`TOOLAGENT_WORKER_STALLED_S`, else the default."""
+    from ..settings import Settings
     from ..workers.app import stalled_after_s
 
-    return stalled_after_s()
+    return stalled_after_s(Settings.from_env())
 
 
 @app.command("worker")
@@ -55,8 +57,9 @@ def worker(
     from .._heap import tune_collector
     from ..engine.logs import configure_logging
     from ..mcp.config import ServersConfig
-    from ..runs.flow import FlowCap
     from ..runtime import open_runtime
+    from ..settings import Settings
+    from ..workers.app import job_retention_s, stalled_after_s
     from ..workers.worker import run_worker
 
     names = [q.strip() for q in queues.split(",") if q.strip()]
@@ -65,10 +68,11 @@ def worker(
         raise fail(f"--queues: unknown queue {', '.join(unknown) or '(none)'}; use builds (and tools)", EXIT_USAGE)
     configure_logging(level="DEBUG" if state.debug else None, lifecycle=True)
     state.logging_ready = True
+    settings = Settings.from_env()  # this process's, read once
 
     async def body() -> None:
         config = ServersConfig.load(state.servers)
-        async with open_runtime(state.db, config, flow_cap=FlowCap.from_env()) as runtime:
+        async with open_runtime(state.db, config, settings=settings) as runtime:
             if runtime.store.db.is_sqlite:
                 raise fail(
                     "toolagent worker needs PostgreSQL: set TOOLAGENT_DATABASE_URL (or --db) to "
@@ -76,7 +80,7 @@ def worker(
                     EXIT_USAGE,
                 )
 
-            tune_collector()  # this process is the worker's own (`toolagent._heap`)
+            tune_collector(settings.gc_threshold)  # this process is the worker's own (`toolagent._heap`)
 
             def ready(worker_id: int | None) -> None:
                 err.print(f"worker {worker_id} ready on {', '.join(names)} (concurrency {concurrency})", markup=False)
@@ -90,7 +94,8 @@ def worker(
                 concurrency=concurrency,
                 queues=names,
                 shutdown_grace_s=shutdown_grace,
-                stalled_s=stalled_s(),
+                stalled_s=stalled_after_s(settings),
+                retention_s=job_retention_s(settings),
                 on_event=told,
                 ready=ready,
             )
@@ -146,39 +151,34 @@ def queue(
     run(body)
 
 
-def submit_wanted(flag: bool) -> bool:
-    """`--submit`, else `TOOLAGENT_EXECUTION=queue`."""
-    from ..workers.app import submitting
-
-    return submitting(flag)
-
-
-async def submit_build(
-    store: Store, plan: BuildPlan, payload: object, *, explicit: bool, wait: bool, progress: EventSink | None
-) -> int | None:
-    """Submit a planned run to the workers (`toolagent build --submit`); with `wait`, follow it to
-    its end with the same output as a local build. Returns the exit code, or None when the store
-    is SQLite and the submission came from the setting (the run then goes on in this process).
+def dispatcher(submit: bool, store: Store) -> Dispatcher:
+    """Where this command's BUILD run goes: `--submit`, else `TOOLAGENT_EXECUTION`, on this store
+    (see `toolagent.workers.dispatch`); a queue the setting asks for on SQLite is noted on stderr.
 
     Raises:
         UsageError: `--submit` on a SQLite store (exit 2, naming the setting to change).
     """
+    from ..settings import Settings
+    from ..workers.dispatch import Dispatcher
+
+    dispatch = Dispatcher.decide(submit=submit, execution=Settings.from_env().execution, sqlite=store.db.is_sqlite)
+    if dispatch.note:
+        err.print(dispatch.note, markup=False)
+    return dispatch
+
+
+async def submit_build(
+    store: Store, dispatch: Dispatcher, plan: BuildPlan, payload: object, *, wait: bool, progress: EventSink | None
+) -> int:
+    """Submit a planned run to the workers (`toolagent build --submit`); with `wait`, follow it to
+    its end with the same output as a local build. Returns the exit code."""
     from ..engine import EngineConfig
     from ..engine.principals import Principals
-    from ..errors import UsageError
-    from ..workers.submit import follow_run, submit_run
+    from ..workers.submit import follow_run
     from ._app import EXIT_FAILED
 
-    if store.db.is_sqlite:
-        if explicit:
-            raise UsageError(
-                "--submit needs a PostgreSQL store shared with the workers: set TOOLAGENT_DATABASE_URL "
-                "(or --db) to postgresql://USER@HOST/DB; with SQLite, drop --submit to run here"
-            )
-        err.print("TOOLAGENT_EXECUTION=queue needs PostgreSQL; running in this process (SQLite store)", markup=False)
-        return None
     me = await Principals(store.db, EngineConfig.load()).resolve_cli_user(state.user)
-    run_id = await submit_run(store, plan, payload if isinstance(payload, dict) else None, me)
+    run_id = await dispatch.submit_build(store, plan, payload if isinstance(payload, dict) else None, me)
     if not wait:
         if state.json:
             emit_json({"runId": run_id, "status": RunStatus.QUEUED})

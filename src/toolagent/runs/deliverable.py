@@ -171,9 +171,8 @@ def _max_bytes(given: int | None) -> int:
     if given is not None:
         return given
     from ..model.bounds import ResultBounds
-    from ..settings import Settings
 
-    return ResultBounds.from_settings(Settings.from_env()).max_deliverable_bytes
+    return ResultBounds().max_deliverable_bytes  # the runner passes its runtime's cap
 
 
 def _truncated_note(metadata: dict[str, Any], emphasis: str) -> str:

@@ -23,13 +23,8 @@ class FlowCap:
     max_chars: int = DEFAULT_FLOW_MAX_CHARS
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> FlowCap:
-        """Bounds from `TOOLAGENT_FLOW_MAX_ITEMS` and `TOOLAGENT_FLOW_MAX_CHARS`, else the defaults.
-
-        Raises:
-            UsageError: a value is not a positive integer.
-        """
-        settings = Settings.from_env(environ)
+    def from_settings(cls, settings: Settings) -> FlowCap:
+        """Bounds from `settings` (`TOOLAGENT_FLOW_MAX_ITEMS`, `TOOLAGENT_FLOW_MAX_CHARS`), else the defaults."""
         values = {"max_items": settings.flow_max_items, "max_chars": settings.flow_max_chars}
         return cls(**{k: v for k, v in values.items() if v is not None})
 

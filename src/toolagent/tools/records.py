@@ -190,9 +190,10 @@ class Recorder:
     owner: Owner | None
     """The process its rows name as running them; None for a worker's queued calls (its heartbeat says)."""
     window_s: float | None = None
-    """How long a batch of concurrent writes waits for more (default: `TOOLAGENT_COMMIT_WINDOW_MS`)."""
+    """How long a batch of concurrent writes waits for more (default 20 ms; the runtime passes
+    `TOOLAGENT_COMMIT_WINDOW_MS`, see `batching_of`)."""
     batch_max: int | None = None
-    """Most writes per transaction (default: `TOOLAGENT_COMMIT_BATCH_MAX`)."""
+    """Most writes per transaction (default 64; the runtime passes `TOOLAGENT_COMMIT_BATCH_MAX`)."""
     writes: GroupCommit = field(init=False, repr=False)
     """The group commit every write of this recorder goes through."""
     calls_under_way: int = field(default=0, init=False)
@@ -202,14 +203,18 @@ class Recorder:
     letting the event loop take a turn; it waits for company only while other calls are under way
     (`GroupCommit`'s `crowd`)."""
 
+    @classmethod
+    def batching_of(cls, settings: Settings) -> tuple[float, int]:
+        """The `window_s` and `batch_max` that `TOOLAGENT_COMMIT_WINDOW_MS` and
+        `TOOLAGENT_COMMIT_BATCH_MAX` in `settings` set, else the defaults."""
+        ms = settings.commit_window_ms
+        return (DEFAULT_WINDOW_S if ms is None else ms / 1000, settings.commit_batch_max or DEFAULT_MAX_SIZE)
+
     def __post_init__(self) -> None:
-        if self.window_s is None or self.batch_max is None:
-            settings = Settings.from_env()
-            if self.window_s is None:
-                ms = settings.commit_window_ms
-                self.window_s = DEFAULT_WINDOW_S if ms is None else ms / 1000
-            if self.batch_max is None:
-                self.batch_max = settings.commit_batch_max or DEFAULT_MAX_SIZE
+        if self.window_s is None:
+            self.window_s = DEFAULT_WINDOW_S
+        if self.batch_max is None:
+            self.batch_max = DEFAULT_MAX_SIZE
         self.writes = GroupCommit(
             self.db,
             window_s=self.window_s,

@@ -15,6 +15,8 @@ from ..store.queue import BUILD_TASK, BUILDS_QUEUE, CALL_TASK, TOOLS_QUEUE
 if TYPE_CHECKING:
     import procrastinate
 
+    from ..settings import Settings
+
 #: Name of the reaper's task, and the queueing lock that keeps at most one of it waiting.
 REAP_TASK, REAP_LOCK = "toolagent.reap", "toolagent-reaper"
 #: The reaper's queue: every worker takes it, whichever queues it was started on.
@@ -27,26 +29,15 @@ DEFAULT_STALLED_S = 60.0
 DEFAULT_JOB_RETENTION_S = 3600.0
 
 
-def stalled_after_s() -> float:
-    """`TOOLAGENT_WORKER_STALLED_S`, else `DEFAULT_STALLED_S`."""
-    from ..settings import Settings
-
-    return Settings.from_env().worker_stalled_s or DEFAULT_STALLED_S
+def stalled_after_s(settings: Settings) -> float:
+    """`TOOLAGENT_WORKER_STALLED_S` in `settings`, else `DEFAULT_STALLED_S`."""
+    return settings.worker_stalled_s or DEFAULT_STALLED_S
 
 
-def job_retention_s() -> float:
-    """`TOOLAGENT_JOB_RETENTION_S`, else `DEFAULT_JOB_RETENTION_S`."""
-    from ..settings import Settings
-
-    value = Settings.from_env().job_retention_s
+def job_retention_s(settings: Settings) -> float:
+    """`TOOLAGENT_JOB_RETENTION_S` in `settings`, else `DEFAULT_JOB_RETENTION_S`."""
+    value = settings.job_retention_s
     return DEFAULT_JOB_RETENTION_S if value is None else value
-
-
-def submitting(flag: bool = False) -> bool:
-    """Whether BUILD runs go to the workers: `flag` (`--submit`), else `TOOLAGENT_EXECUTION=queue`."""
-    from ..settings import Settings
-
-    return flag or Settings.from_env().execution == "queue"
 
 
 def conninfo(url: str) -> str:
@@ -122,5 +113,4 @@ __all__ = [
     "job_retention_s",
     "reap_every_s",
     "stalled_after_s",
-    "submitting",
 ]

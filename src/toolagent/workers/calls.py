@@ -32,7 +32,6 @@ from ..store.queued_calls import QueuedCallStore
 from ..tools.admission import AdmissionCheck, LimitCheck, PolicyCheck
 from ..tools.base import CallContext, CallOutcome, ToolCall, ToolSource
 from ..tools.records import Recorder
-from ..tools.stack import build_tool_stack
 from ..tools.under_agent import under_agent
 
 if TYPE_CHECKING:
@@ -74,17 +73,14 @@ class TakeQueued(AdmissionCheck):
 
 
 def queued_call_stack(runtime: Runtime) -> ToolSource:
-    """The runtime's tool layers over its catalogue, with the record layer that admits queued calls."""
+    """The runtime's tool stack over its catalogue (`Runtime.stack_over`), whose records admit
+    queued calls: the claim of the `queued` row is one more admission check."""
+    window_s, batch_max = Recorder.batching_of(runtime.settings)
     recorder = Recorder(
-        runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events, None
+        runtime.db, _TakingExecutions(runtime.db), runtime.audit, runtime.events, None, window_s, batch_max
     )  # no owner: the heartbeat says who runs it
-    return build_tool_stack(
-        runtime.catalogue,
-        recorder=recorder,
-        cancellation=runtime.cancellation,
-        clock=runtime.clock,
-        checks=[PolicyCheck(runtime.policy), TakeQueued(), LimitCheck(runtime.limits)],
-    )
+    checks = [PolicyCheck(runtime.policy), TakeQueued(), LimitCheck(runtime.limits)]
+    return runtime.stack_over(runtime.catalogue, recorder=recorder, checks=checks).source
 
 
 async def submit_call(

@@ -32,7 +32,7 @@ from ..model.status import RunStatus
 from ..runs.runner import BuildRunner
 from ..store.db import utcnow
 from ..tools.base import CallContext, CallOutcome, ToolSource
-from .app import DEFAULT_JOB_RETENTION_S, DEFAULT_STALLED_S, MAINTENANCE_QUEUE, STATE_KEY, job_retention_s, make_app
+from .app import DEFAULT_JOB_RETENTION_S, DEFAULT_STALLED_S, MAINTENANCE_QUEUE, STATE_KEY, make_app
 from .calls import queued_call_stack, run_queued_call
 from .reaper import reap
 from .submit import plan_from_json
@@ -202,6 +202,7 @@ async def run_worker(
     queues: list[str] | None = None,
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
     stalled_s: float = DEFAULT_STALLED_S,
+    retention_s: float = DEFAULT_JOB_RETENTION_S,
     on_event: Callable[[str, str], None] | None = None,
     ready: Callable[[int | None], None] | None = None,
 ) -> None:
@@ -214,13 +215,14 @@ async def run_worker(
         queues: The queues to take jobs from (default both): `builds`, `tools`.
         shutdown_grace_s: How long running jobs may finish after the first signal.
         stalled_s: Seconds without a heartbeat after which a worker counts as stopped.
+        retention_s: Seconds a finished job stays in the queue's table (`TOOLAGENT_JOB_RETENTION_S`).
         on_event: Told `(kind, run_id)` as runs are claimed and end.
         ready: Told the procrastinate worker id once the worker listens for jobs.
     """
     from procrastinate.worker import Worker
 
     app = make_app(store.url, stalled_s=stalled_s)
-    state = WorkerState(runtime, store, stalled_s=stalled_s, retention_s=job_retention_s(), app=app, on_event=on_event)
+    state = WorkerState(runtime, store, stalled_s=stalled_s, retention_s=retention_s, app=app, on_event=on_event)
     # The servers start and list their tools now, not in the first job: a worker announced ready
     # takes its first run as fast as its later ones, and the reaper can rate every tool.
     for name, why in (await runtime.catalogue.refresh()).items():

@@ -76,15 +76,18 @@ def test_cap_cuts_lists_and_strings_but_not_numbers() -> None:
     }
 
 
-def test_caps_come_from_the_environment() -> None:
-    assert FlowCap.from_env({"TOOLAGENT_FLOW_MAX_ITEMS": "5"}) == FlowCap(max_items=5)
-    assert FlowCap.from_env({}) == FlowCap()
+def test_caps_come_from_the_settings() -> None:
+    from toolagent.settings import Settings
+
+    assert FlowCap.from_settings(Settings.from_env({"TOOLAGENT_FLOW_MAX_ITEMS": "5"})) == FlowCap(max_items=5)
+    assert FlowCap.from_settings(Settings.defaults()) == FlowCap()
 
 
 def test_bad_cap_names_the_variable() -> None:
     import pytest
 
     from toolagent.errors import UsageError
+    from toolagent.settings import Settings
 
     with pytest.raises(UsageError, match="TOOLAGENT_FLOW_MAX_CHARS must be a positive integer"):
-        FlowCap.from_env({"TOOLAGENT_FLOW_MAX_CHARS": "-3"})
+        Settings.from_env({"TOOLAGENT_FLOW_MAX_CHARS": "-3"})

@@ -213,25 +213,19 @@ def test_deadlocks_and_serialization_failures_are_retryable() -> None:
     assert not is_retryable(failure("23505")) and not is_retryable(StoreError("down"))
 
 
-async def test_the_recorder_takes_its_batch_settings_from_the_environment(tmp_path: Any, monkeypatch: Any) -> None:
-    from toolagent.engine.events import EventBus
+async def test_the_recorder_takes_its_batch_settings_from_the_runtimes_settings(tmp_path: Any) -> None:
     from toolagent.errors import UsageError
-    from toolagent.store.executions import ExecutionStore, Owner
-    from toolagent.tools.records import Recorder
+    from toolagent.runtime import Runtime
+    from toolagent.settings import Settings
 
     async with open_store(f"sqlite+aiosqlite:///{tmp_path / 's.db'}") as store:
-
-        def recorder() -> Recorder:
-            return Recorder(store.db, ExecutionStore(store.db), None, EventBus(), Owner.current())
-
-        assert (recorder().writes.window_s, recorder().writes.max_size) == (0.020, 64)  # the defaults
-        monkeypatch.setenv("TOOLAGENT_COMMIT_WINDOW_MS", "5")
-        monkeypatch.setenv("TOOLAGENT_COMMIT_BATCH_MAX", "16")
-        writes = recorder().writes
+        writes = Runtime(store).recorder.writes
+        assert (writes.window_s, writes.max_size) == (0.020, 64)  # the defaults
+        given = Settings.from_env({"TOOLAGENT_COMMIT_WINDOW_MS": "5", "TOOLAGENT_COMMIT_BATCH_MAX": "16"})
+        writes = Runtime(store, settings=given).recorder.writes
         assert (writes.window_s, writes.max_size) == (0.005, 16)
-        monkeypatch.setenv("TOOLAGENT_COMMIT_WINDOW_MS", "-1")
-        with pytest.raises(UsageError, match="TOOLAGENT_COMMIT_WINDOW_MS must be a number >= 0"):
-            recorder()
+    with pytest.raises(UsageError, match="TOOLAGENT_COMMIT_WINDOW_MS must be a number >= 0"):
+        Settings.from_env({"TOOLAGENT_COMMIT_WINDOW_MS": "-1"})
 
 
 async def test_a_write_without_a_savepoint_that_fails_fails_its_batch_whose_writes_go_alone(db_url: str) -> None:
