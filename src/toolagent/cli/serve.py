@@ -11,11 +11,19 @@ workers take turns at its single writer, so writes do not scale with them; on Po
 
 from __future__ import annotations
 
+import signal
+from typing import TYPE_CHECKING
+
 import typer
 
 from ..engine.logs import configure_logging
 from ..mcp.config import ServersConfig
 from ._app import EXIT_NO_LISTEN, EXIT_USAGE, app, err, fail, run, state, store_in_use
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    import uvicorn
 
 
 def ensure_can_listen(host: str, port: int) -> None:
@@ -66,7 +74,12 @@ def serve(
         "its own MCP server sessions (see the README: what changes with several).",
     ),
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers."""
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) with the CLI's store and servers.
+
+    SIGTERM (or Ctrl-C) stops taking connections, waits for open requests to end, cancels the BUILD
+    runs running in this process and stops the MCP servers; SIGTERM then exits 0."""
+    termination = _Termination()
+    signal.signal(signal.SIGTERM, termination)
     ensure_can_listen(host, port)
     import uvicorn
 
@@ -98,9 +111,26 @@ def serve(
         api = create_app(db=state.db, servers=config, submit=submit)
         api.state.freeze_heap = True  # this process is the server's own (`toolagent._heap`)
         server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level=log_level))
+        termination.server = server
         await server.serve()
 
     run(body)
+
+
+class _Termination:
+    """SIGTERM for `serve`, from the command's start. Before the server runs nothing is open: exit 0
+    at once (a container's process 1 ignores a signal it has no handler for, so one sent during the
+    start was lost). While it runs, uvicorn's own handler (which replaces this one) shuts it down;
+    it then restores this handler and raises the signal again, to end the process the default way
+    (exit 143), and this handler lets the command end normally instead: a requested stop exits 0."""
+
+    def __init__(self) -> None:
+        self.server: uvicorn.Server | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.server is None:
+            raise SystemExit(0)
+        self.server.handle_exit(signum, frame)  # after its shutdown this changes nothing
 
 
 def _serve_workers(host: str, port: int, log_level: str, workers: int, submit: bool) -> None:

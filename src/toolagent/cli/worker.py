@@ -7,8 +7,11 @@ through its tool stack as the user who submitted each one. `toolagent build --su
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from typing import TYPE_CHECKING
 
+import anyio
 import typer
 from rich.table import Table
 
@@ -49,11 +52,14 @@ def worker(
     Every step or call goes through the same gate, limits, records and cancellation as in process,
     as the user (and API key) that submitted it. SIGTERM stops taking runs and lets running
     ones finish within --shutdown-grace seconds; what is left ends `cancelled: worker shutting
-    down`. A second SIGTERM stops at once. A worker whose heartbeat stops for
+    down`. A second SIGTERM stops at once; one before the worker takes jobs ends its start (exit 0). A worker whose heartbeat stops for
     TOOLAGENT_WORKER_STALLED_S seconds (default 60) has its runs closed by the others.
 
     Example: TOOLAGENT_DATABASE_URL=postgresql://app@db/toolagent toolagent worker --concurrency 8
     """
+    # First, before the imports and the runtime's start (seconds): a container's process 1 ignores
+    # a signal it has no handler for, so a SIGTERM then was lost. Nothing is open yet.
+    signal.signal(signal.SIGTERM, _exit_before_start)
     from .._heap import tune_collector
     from ..engine.logs import configure_logging
     from ..mcp.config import ServersConfig
@@ -71,6 +77,15 @@ def worker(
     settings = Settings.from_env()  # this process's, read once
 
     async def body() -> None:
+        with anyio.CancelScope() as starting:
+            # While the runtime opens, a signal ends the start; `run_worker` takes over from there.
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, starting.cancel)
+            await serve_jobs()
+        err.print("worker stopped", markup=False)
+
+    async def serve_jobs() -> None:
         config = ServersConfig.load(state.servers)
         async with open_runtime(state.db, config, settings=settings) as runtime:
             if runtime.store.db.is_sqlite:
@@ -99,9 +114,12 @@ def worker(
                 on_event=told,
                 ready=ready,
             )
-        err.print("worker stopped", markup=False)
 
     run(body)
+
+
+def _exit_before_start(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 @app.command("queue")

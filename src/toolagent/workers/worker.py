@@ -11,7 +11,7 @@ reaper put it back in the queue meanwhile.
 
 Shutdown: the first SIGTERM (or SIGINT) stops taking jobs and lets running ones finish for the
 grace period; what is left is cancelled and recorded `cancelled: worker shutting down`. A second
-signal does that at once.
+signal does that at once. A signal while the worker starts (before it takes jobs) ends the start.
 """
 
 from __future__ import annotations
@@ -219,69 +219,85 @@ async def run_worker(
         on_event: Told `(kind, run_id)` as runs are claimed and end.
         ready: Told the procrastinate worker id once the worker listens for jobs.
     """
+    import asyncio
+
     from procrastinate.worker import Worker
 
     app = make_app(store.url, stalled_s=stalled_s)
     state = WorkerState(runtime, store, stalled_s=stalled_s, retention_s=retention_s, app=app, on_event=on_event)
-    # The servers start and list their tools now, not in the first job: a worker announced ready
-    # takes its first run as fast as its later ones, and the reaper can rate every tool.
-    for name, why in (await runtime.catalogue.refresh()).items():
-        logger.warning("server %s is unavailable: %s (its tools' calls will fail)", name, why)
-    async with app.open_async():
-        # At start too, not only on the reaper's schedule: a fleet restarted after a crash
-        # closes the crashed runs before taking new work.
-        await state.reap()
-        worker = Worker(
-            app,
-            queues=[*(queues or ["builds", "tools"]), MAINTENANCE_QUEUE],
-            concurrency=concurrency,
-            name=f"{state.host}:{os.getpid()}",
-            install_signal_handlers=False,
-            shutdown_graceful_timeout=None,
-            update_heartbeat_interval=max(0.2, stalled_s / 6),
-            stalled_worker_timeout=stalled_s,
-            fetch_job_polling_interval=1.0,
-            abort_job_polling_interval=1.0,
-            additional_context={STATE_KEY: state},
-        )
-        signals = 0
+    loop = asyncio.get_running_loop()
+    signals = 0
+    # The handlers are in place before the servers start: until the worker takes jobs a signal
+    # cancels the start. Without them a signal during a start of seconds killed the process
+    # outright, or, as a container's process 1 (which ignores a signal it has no handler for), was
+    # lost, and the container was killed at its stop timeout.
+    starting = anyio.CancelScope()
+    running: tuple[Worker, anyio.abc.TaskGroup] | None = None
 
-        async def grace_then_cancel() -> None:
-            await anyio.sleep(shutdown_grace_s)
-            state.cancel_all(SHUTDOWN_REASON)
+    async def grace_then_cancel() -> None:
+        await anyio.sleep(shutdown_grace_s)
+        state.cancel_all(SHUTDOWN_REASON)
 
-        async with anyio.create_task_group() as tg:
-            state.task_group = tg
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if running is None:
+            logger.warning("stopping while starting: no jobs were taken")
+            starting.cancel()
+            return
+        worker, tg = running
+        if signals == 1:
+            logger.warning("stopping: no new jobs; running ones have %g s to finish", shutdown_grace_s)
+            worker.stop()
+            tg.start_soon(grace_then_cancel)
+        else:
+            logger.warning("stopping now: cancelling %d running run(s)", state.cancel_all(SHUTDOWN_REASON))
 
-            def on_signal() -> None:
-                nonlocal signals
-                signals += 1
-                if signals == 1:
-                    logger.warning("stopping: no new jobs; running ones have %g s to finish", shutdown_grace_s)
-                    worker.stop()
-                    tg.start_soon(grace_then_cancel)
-                else:
-                    logger.warning("stopping now: cancelling %d running run(s)", state.cancel_all(SHUTDOWN_REASON))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        with starting:
+            # The servers start and list their tools now, not in the first job: a worker announced
+            # ready takes its first run as fast as its later ones, and the reaper can rate every tool.
+            for name, why in (await runtime.catalogue.refresh()).items():
+                logger.warning("server %s is unavailable: %s (its tools' calls will fail)", name, why)
+            async with app.open_async():
+                # At start too, not only on the reaper's schedule: a fleet restarted after a crash
+                # closes the crashed runs before taking new work.
+                await state.reap()
+                worker = Worker(
+                    app,
+                    queues=[*(queues or ["builds", "tools"]), MAINTENANCE_QUEUE],
+                    concurrency=concurrency,
+                    name=f"{state.host}:{os.getpid()}",
+                    install_signal_handlers=False,
+                    shutdown_graceful_timeout=None,
+                    update_heartbeat_interval=max(0.2, stalled_s / 6),
+                    stalled_worker_timeout=stalled_s,
+                    fetch_job_polling_interval=1.0,
+                    abort_job_polling_interval=1.0,
+                    additional_context={STATE_KEY: state},
+                )
+                async with anyio.create_task_group() as tg:
+                    state.task_group = tg
 
-            import asyncio
+                    async def announce() -> None:
+                        while worker.worker_id is None:
+                            await anyio.sleep(0.01)
+                        if ready is not None:
+                            ready(worker.worker_id)
 
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, on_signal)
-            try:
-
-                async def announce() -> None:
-                    while worker.worker_id is None:
-                        await anyio.sleep(0.01)
-                    if ready is not None:
-                        ready(worker.worker_id)
-
-                tg.start_soon(announce)
-                await worker.run()
-            finally:
-                for sig in (signal.SIGTERM, signal.SIGINT):
-                    loop.remove_signal_handler(sig)
-                tg.cancel_scope.cancel()
+                    tg.start_soon(announce)
+                    # From here a signal stops the worker; `run` starts by clearing its stop
+                    # request, so the worker is marked running only as it is entered.
+                    running = worker, tg
+                    try:
+                        await worker.run()
+                    finally:
+                        tg.cancel_scope.cancel()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
 
 
 __all__ = ["DEFAULT_SHUTDOWN_GRACE_S", "SHUTDOWN_BY", "SHUTDOWN_REASON", "WorkerState", "run_worker"]
