@@ -26,7 +26,7 @@ from toolagent.mcp.config import ServersConfig
 pytestmark = pytest.mark.timeout(120)
 
 #: Fields that differ between two calls of the same request.
-VOLATILE = {"executionId", "timestamp", "executionTime", "links"}
+VOLATILE = {"executionId", "timestamp", "executionTime", "executionTimeMs", "links"}
 
 ECHO = {"name": "probe/echo", "arguments": {"text": "hi"}}
 ECHO_BYTES = b'{"name": "probe/echo", "arguments": {"text": "hi"}}'

@@ -53,7 +53,7 @@ LAUNCHER = (
 PARENT_DEATH_SIGNAL = signal.SIGKILL
 #: How long a server with an abandoned call may take to exit after its stdin closed, before
 #: `SIGTERM`, and then before `SIGKILL`.
-ABANDONED_GRACE_S = 0.2
+ABANDONED_GRACE_S = 0.1
 
 
 def supported() -> bool:
